@@ -1,0 +1,11 @@
+"""eqsat: an equality-saturation optimizer for nvFuser fusions."""
+from .dtypes import DataType
+from .errors import FusionError
+from .frontend import FusionDefinition
+from .ingest import from_file, from_function, from_nvfuser, from_source, ingest
+from .ir import Fusion
+from .torch_executor import run_fusion
+
+__all__ = ["DataType", "FusionDefinition", "FusionError", "Fusion", "from_file", "from_function",
+           "from_nvfuser", "from_source", "ingest", "run_fusion"]
+__version__ = "0.1.0"

@@ -1,0 +1,643 @@
+"""Named axes: each tensor's positional dims carry axis labels, unified through the fusion.
+
+Every iteration axis gets a label; elementwise ops unify the labels of the positions they
+combine, so the same axis has the same label everywhere it is used. A dim marked
+``broadcast`` is one the tensor is constant along: an extent-1 broadcast (its own label,
+extent 1) or an expanded one (the label of the axis it was expanded to). A tensor's
+``labels`` are its non-broadcast labels: reductions remove labels, broadcasts add dims.
+Reshape, slice, pad, cat and similar ops mint new labels. Extents belong to labels: a
+static int, or ``None`` for a symbolic extent (bound later from example inputs).
+
+:func:`infer_types` derives all of this for a :class:`~eqsat.ir.Fusion`; the recorder runs
+the same :class:`AxisInference` call by call, which is how a definition with mismatched
+shapes is rejected at the offending line.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from . import dtypes as dt
+from .dtypes import DataType
+from .errors import FusionError
+from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Ref
+from . import opspec
+from .opspec import OPS
+
+
+@dataclass(frozen=True)
+class Dim:
+    label: int
+    broadcast: bool = False
+
+    def __repr__(self) -> str:
+        return f"b{self.label}" if self.broadcast else f"a{self.label}"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: DataType | None
+    dims: tuple[Dim, ...] | None          # None: unknown (made by, or downstream of, an opaque op)
+
+    @property
+    def known(self) -> bool:
+        return self.dims is not None and self.dtype is not None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
+
+    @property
+    def labels(self) -> frozenset[int]:
+        """The axes this tensor varies along."""
+        return frozenset(d.label for d in self.dims or () if not d.broadcast)
+
+    @property
+    def layout(self) -> tuple[int, ...]:
+        return tuple(d.label for d in self.dims or ())
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    dtype: DataType | None
+    const: Any = None                    # the value, where it is a constant
+    extent_of: int | None = None         # the label whose extent this scalar is (fd.ops.size)
+
+
+@dataclass(frozen=True)
+class VectorType:
+    items: tuple[ScalarType, ...] | None
+
+
+UNKNOWN_TENSOR = TensorType(None, None)
+
+
+def _scalar_dtype(value) -> DataType:
+    if isinstance(value, bool):
+        return DataType.Bool
+    if isinstance(value, int):
+        return DataType.Int
+    if isinstance(value, complex):
+        return DataType.ComplexDouble
+    return DataType.Double
+
+
+_EXAMPLE_NUMBER = {DataType.Bool: True, DataType.ComplexFloat: 1j, DataType.ComplexDouble: 1j}
+
+
+def _example(t) -> Any:
+    """A torch operand that promotes like ``t`` (a tensor of its dtype, or a python number)."""
+    if isinstance(t, TensorType):
+        return torch.empty((1,), dtype=dt.to_torch(t.dtype))
+    if t.dtype in dt.INT_TYPES:
+        return 1
+    return _EXAMPLE_NUMBER.get(t.dtype, 1.0)
+
+
+def result_dtype(*operands) -> DataType:
+    """PyTorch's (and nvFuser's) promotion: scalars don't lift a tensor within its category."""
+    if not any(isinstance(o, TensorType) for o in operands):
+        out = DataType.Bool
+        for o in operands:
+            out = _promote_scalar(out, o.dtype)
+        return out
+    args = [_example(o) for o in operands]
+    result = args[0] if len(args) == 1 else torch.result_type(args[0], args[1])
+    if isinstance(result, torch.Tensor):
+        result = result.dtype
+    for extra in args[2:]:
+        result = torch.result_type(torch.empty((1,), dtype=result), extra)
+    return dt.from_torch(result)
+
+
+def _promote_scalar(a: DataType, b: DataType) -> DataType:
+    order = [DataType.Bool, DataType.Int32, DataType.Int, DataType.Double, DataType.ComplexDouble]
+    rank = lambda x: order.index(x) if x in order else (3 if dt.is_float(x) else 2)  # noqa: E731
+    return a if rank(a) >= rank(b) else b
+
+
+class AxisInference:
+    """Types of a fusion's values, computed node by node."""
+
+    def __init__(self):
+        self._parent: dict[int, int] = {}
+        self._extent: dict[int, int | None] = {}
+        self.types: dict[int, Any] = {}
+        self._node: Node | None = None
+
+    # -- labels -------------------------------------------------------------------------
+    def new_label(self, extent: int | None = None) -> int:
+        label = len(self._parent)
+        self._parent[label] = label
+        self._extent[label] = extent
+        return label
+
+    def find(self, label: int) -> int:
+        root = label
+        while self._parent[root] != root:
+            root = self._parent[root]
+        while self._parent[label] != root:
+            self._parent[label], label = root, self._parent[label]
+        return root
+
+    def extent(self, label: int) -> int | None:
+        return self._extent[self.find(label)]
+
+    def union(self, a: int, b: int) -> int:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return ra
+        ea, eb = self._extent[ra], self._extent[rb]
+        if ea is not None and eb is not None and ea != eb:
+            self.fail(f"axis extents disagree: {ea} vs {eb}")
+        if rb < ra:
+            ra, rb = rb, ra
+        self._parent[rb] = ra
+        self._extent[ra] = ea if ea is not None else eb
+        return ra
+
+    def is_unit(self, d: Dim) -> bool:
+        """An extent-1 broadcast (as opposed to an expanded one)."""
+        return d.broadcast and self.extent(d.label) == 1
+
+    def fail(self, message: str):
+        node = self._node
+        op = None
+        if node is not None:
+            op = f"fd.{node.op}" if node.op.startswith(("define_", "add_output")) else f"fd.ops.{node.op}"
+        raise FusionError(message, line=node.line if node else None, op=op)
+
+    # -- node dispatch -----------------------------------------------------------------
+    def add(self, node: Node) -> list[Any]:
+        self._node = node
+        if node.opaque or any(self._unknown(r) for r in node.refs()):
+            outs = [UNKNOWN_TENSOR if k == TENSOR else ScalarType(None) if k == SCALAR
+                    else VectorType(None) for k in node.kinds]
+        else:
+            rule = getattr(self, f"_op_{node.op}", None)
+            if rule is None:
+                rule = getattr(self, f"_cat_{OPS[node.op].category}")
+            outs = rule(node, **node.kwargs)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        for v, t in zip(node.outputs, outs):
+            self.types[v] = t
+        self._node = None
+        return outs
+
+    def _unknown(self, ref: Ref) -> bool:
+        t = self.types[ref.id]
+        if isinstance(t, TensorType):
+            return not t.known
+        if isinstance(t, VectorType):
+            return t.items is None
+        return t.dtype is None
+
+    def t(self, value) -> Any:
+        if isinstance(value, Ref):
+            return self.types[value.id]
+        return ScalarType(_scalar_dtype(value), const=value)
+
+    def tensor(self, value, what: str = "argument") -> TensorType:
+        t = self.t(value)
+        if not isinstance(t, TensorType):
+            self.fail(f"{what} must be a tensor, got a scalar")
+        return t
+
+    def dim_index(self, d: int, rank: int, what: str = "dim") -> int:
+        if not isinstance(d, int) or isinstance(d, bool):
+            self.fail(f"{what} must be an int, got {d!r}")
+        if not -rank <= d < max(rank, 1):
+            self.fail(f"{what} {d} is out of range for a tensor of rank {rank}")
+        return d % rank if rank else 0
+
+    def shape_items(self, shape, casting: bool = False) -> list[ScalarType]:
+        """A shape argument (a list of ints and scalars, or a vector value) as scalar types."""
+        if isinstance(shape, Ref):
+            t = self.types[shape.id]
+            if isinstance(t, VectorType):
+                return list(t.items)
+            self.fail("shape must be a list or a vector")
+        if not isinstance(shape, tuple):
+            self.fail(f"shape must be a list, got {shape!r}")
+        items = []
+        for s in shape:
+            st = self.t(s)
+            if not isinstance(st, ScalarType) or (
+                    st.dtype is not None and st.dtype not in dt.INT_TYPES and not casting):
+                self.fail(f"shape entries must be integer scalars, got {s!r}")
+            if casting and st.dtype not in dt.INT_TYPES:
+                st = ScalarType(DataType.Int, None if st.const is None else int(st.const))
+            items.append(st)
+        return items
+
+    def item_dim(self, item: ScalarType, broadcast_if_one: bool = True) -> Dim:
+        """A fresh output dim whose extent is given by a shape entry."""
+        if item.extent_of is not None:
+            return Dim(self.find(item.extent_of), broadcast=False)
+        if item.const is not None:
+            if item.const == 1 and broadcast_if_one:
+                return Dim(self.new_label(1), broadcast=True)
+            return Dim(self.new_label(item.const))
+        return Dim(self.new_label(None))
+
+    def item_extent(self, item: ScalarType) -> int | None:
+        if item.const is not None:
+            return item.const
+        if item.extent_of is not None:
+            return self.extent(item.extent_of)
+        return None
+
+    def combine(self, types: Sequence[TensorType]) -> tuple[Dim, ...]:
+        """Positional broadcasting of elementwise operands (lower ranks padded on the left)."""
+        rank = max(t.rank for t in types)
+        out = []
+        for i in range(rank):
+            dims = [t.dims[i - rank + t.rank] for t in types if i - rank + t.rank >= 0]
+            full = [d for d in dims if not d.broadcast]
+            expanded = [d for d in dims if d.broadcast and not self.is_unit(d)]
+            if full:
+                label = full[0].label
+                for d in full[1:] + expanded:
+                    label = self.union(label, d.label)
+                out.append(Dim(label))
+            elif expanded:
+                label = expanded[0].label
+                for d in expanded[1:]:
+                    label = self.union(label, d.label)
+                out.append(Dim(label, broadcast=True))
+            else:
+                out.append(dims[0])
+        return tuple(out)
+
+    def elementwise(self, operands, dtype: DataType) -> Any:
+        tensors = [t for t in operands if isinstance(t, TensorType)]
+        if not tensors:
+            return ScalarType(dtype)
+        return TensorType(dtype, self.combine(tensors))
+
+    # -- definitions -----------------------------------------------------------------------
+    def _op_define_tensor(self, node, shape, contiguity, dtype, is_cpu, stride_order):
+        dims = []
+        for i, s in enumerate(shape):
+            contig = contiguity[i] if contiguity is not None and i < len(contiguity) else True
+            if s == 1:
+                dims.append(Dim(self.new_label(1), broadcast=True))
+            elif s == -1 and contig is None:
+                dims.append(Dim(self.new_label(None), broadcast=True))
+            else:
+                dims.append(Dim(self.new_label(None if s == -1 else s)))
+        return TensorType(dtype, tuple(dims))
+
+    def _op_define_scalar(self, node, value, dtype):
+        return ScalarType(dtype, const=value)
+
+    def _op_define_vector(self, node, values, dtype):
+        return VectorType(tuple(self.shape_items(values, casting=True)))
+
+    # -- elementwise -------------------------------------------------------------------------
+    def _cat_unary(self, node, arg):
+        t = self.t(arg)
+        if node.op in UNARY_BOOL_SET:
+            dtype = DataType.Bool
+        elif node.op in UNARY_FLOAT_SET and not dt.is_float(t.dtype) and t.dtype not in dt.COMPLEX_TYPES:
+            dtype = DataType.Float if isinstance(t, TensorType) else DataType.Double
+        else:
+            dtype = t.dtype
+        return self.elementwise([t], dtype)
+
+    def _cat_binary(self, node, arg1, arg2):
+        a, b = self.t(arg1), self.t(arg2)
+        if node.op in BINARY_BOOL_SET:
+            dtype = DataType.Bool
+        else:
+            dtype = result_dtype(a, b)
+            if node.op == "truediv" and not dt.is_float(dtype) and dtype not in dt.COMPLEX_TYPES:
+                dtype = DataType.Float if any(isinstance(x, TensorType) for x in (a, b)) else DataType.Double
+        return self.elementwise([a, b], dtype)
+
+    def _cat_where(self, node, pred, arg1, arg2):
+        p, a, b = self.t(pred), self.t(arg1), self.t(arg2)
+        return self.elementwise([p, a, b], result_dtype(a, b))
+
+    def _cat_clamp(self, node, arg, min, max):
+        ts = [self.t(arg), self.t(min), self.t(max)]
+        return self.elementwise(ts, ts[0].dtype)
+
+    def _cat_lerp(self, node, start, end, weight):
+        ts = [self.t(start), self.t(end), self.t(weight)]
+        return self.elementwise(ts, result_dtype(*ts))
+
+    def _cat_cast(self, node, arg, dtype):
+        t = self.t(arg)
+        if isinstance(t, TensorType):
+            return TensorType(dtype, t.dims)
+        return ScalarType(dtype)
+
+    # -- reductions --------------------------------------------------------------------------
+    def reduced(self, t: TensorType, dims, keepdim: bool) -> tuple[Dim, ...]:
+        out = []
+        for i, d in enumerate(t.dims):
+            if i in dims:
+                if keepdim:
+                    out.append(Dim(self.new_label(1), broadcast=True))
+            else:
+                out.append(d)
+        return tuple(out)
+
+    def _cat_reduction(self, node, arg, dims, keepdim, dtype):
+        t = self.tensor(arg)
+        if dtype is DataType.Null:
+            dtype = t.dtype
+            if node.op in ("sum", "prod") and (t.dtype in dt.INT_TYPES or t.dtype is DataType.Bool):
+                dtype = DataType.Int
+        return TensorType(dtype, self.reduced(t, dims, keepdim))
+
+    def _float_of(self, t: TensorType) -> DataType:
+        return t.dtype if dt.is_float(t.dtype) or t.dtype in dt.COMPLEX_TYPES else DataType.Float
+
+    def _cat_var(self, node, arg, dims, correction, keepdim):
+        t = self.tensor(arg)
+        return TensorType(self._float_of(t), self.reduced(t, dims, keepdim))
+
+    def _cat_var_mean(self, node, arg, dims, correction, keepdim):
+        out = self._cat_var(node, arg, dims, correction, keepdim)
+        return [out, out]
+
+    def _cat_welford(self, node, arg, dims):
+        t = self.tensor(arg)
+        dims_out = self.reduced(t, dims, False)
+        f = TensorType(self._float_of(t), dims_out)
+        return [f, f, TensorType(DataType.Int, dims_out)]
+
+    # -- shape ops ---------------------------------------------------------------------------
+    def _cat_broadcast(self, node, arg, is_broadcast_dim):
+        t = self.tensor(arg)
+        if sum(1 for b in is_broadcast_dim if not b) != t.rank:
+            self.fail(f"is_broadcast_dim {list(is_broadcast_dim)} has "
+                      f"{sum(1 for b in is_broadcast_dim if not b)} False entries; expected one per "
+                      f"input dim ({t.rank})")
+        it = iter(t.dims)
+        return TensorType(t.dtype, tuple(Dim(self.new_label(1), True) if b else next(it)
+                                         for b in is_broadcast_dim))
+
+    def broadcast_dim(self, d: Dim, item: ScalarType, j: int) -> Dim:
+        """Input dim ``d`` placed at an output position whose requested extent is ``item``."""
+        if item.const == -1:
+            return d
+        if self.is_unit(d):
+            if item.const == 1:
+                return d
+            return Dim(self.item_dim(item).label, broadcast=True)
+        if item.extent_of is not None:
+            return Dim(self.union(d.label, item.extent_of), d.broadcast)
+        if item.const is not None:
+            have = self.extent(d.label)
+            if have is not None and have != item.const:
+                self.fail(f"output dim {j} has extent {item.const} but the input's dim has extent {have}")
+            if have is None:
+                self._extent[self.find(d.label)] = item.const
+        return d
+
+    def _cat_broadcast_in_dim(self, node, arg, shape, broadcast_dims):
+        t = self.tensor(arg)
+        items = self.shape_items(shape)
+        if len(broadcast_dims) != t.rank:
+            self.fail(f"broadcast_dims {list(broadcast_dims)} has {len(broadcast_dims)} entries; "
+                      f"expected one per input dim ({t.rank})")
+        if any(not 0 <= b < len(items) for b in broadcast_dims) or list(broadcast_dims) != sorted(set(broadcast_dims)):
+            self.fail(f"broadcast_dims {list(broadcast_dims)} must be increasing and below the "
+                      f"output rank {len(items)}")
+        where = {b: i for i, b in enumerate(broadcast_dims)}
+        dims = []
+        for j, item in enumerate(items):
+            if j in where:
+                dims.append(self.broadcast_dim(t.dims[where[j]], item, j))
+            else:
+                d = self.item_dim(item)
+                dims.append(Dim(d.label, broadcast=True))
+        return TensorType(t.dtype, tuple(dims))
+
+    def _cat_expand(self, node, arg, shape):
+        t = self.tensor(arg)
+        items = self.shape_items(shape)
+        if len(items) != t.rank:
+            self.fail(f"shape has {len(items)} entries; expected the input's rank {t.rank}")
+        return TensorType(t.dtype, tuple(self.broadcast_dim(d, it, j)
+                                         for j, (d, it) in enumerate(zip(t.dims, items))))
+
+    def _cat_squeeze(self, node, arg, dims, squeeze_expanded):
+        t = self.tensor(arg)
+        for i in dims:
+            d = t.dims[i]
+            if not d.broadcast and self.extent(d.label) not in (1, None):
+                self.fail(f"cannot squeeze dim {i} of extent {self.extent(d.label)}")
+            if d.broadcast and not self.is_unit(d) and not squeeze_expanded:
+                self.fail(f"dim {i} is an expanded broadcast; pass squeeze_expanded=True to squeeze it")
+        return TensorType(t.dtype, tuple(d for i, d in enumerate(t.dims) if i not in dims))
+
+    def _cat_permute(self, node, arg, dims):
+        t = self.tensor(arg)
+        if sorted(dims) != list(range(t.rank)):
+            self.fail(f"dims {list(dims)} is not a permutation of the input's {t.rank} dims")
+        return TensorType(t.dtype, tuple(t.dims[i] for i in dims))
+
+    def _cat_stride_order(self, node, arg, stride_order):
+        t = self.tensor(arg)
+        if sorted(stride_order) != list(range(t.rank)):
+            self.fail(f"stride_order {list(stride_order)} is not a permutation of {t.rank} dims")
+        return t
+
+    def _static_numel(self, t: TensorType) -> int | None:
+        extents = [self.extent(d.label) for d in t.dims]
+        return None if None in extents else math.prod(extents)
+
+    def _cat_reshape(self, node, arg, new_shape):
+        t = self.tensor(arg)
+        items = self.shape_items(new_shape)
+        extents = [self.item_extent(i) for i in items]
+        numel = self._static_numel(t)
+        if extents.count(-1) > 1:
+            self.fail("new_shape may hold at most one -1")
+        if -1 in extents and numel is not None and None not in extents:
+            rest = math.prod(e for e in extents if e != -1)
+            extents[extents.index(-1)] = numel // rest if rest else 0
+        if numel is not None and None not in extents and -1 not in extents and math.prod(extents) != numel:
+            self.fail(f"cannot reshape {numel} elements into new_shape {extents}")
+        dims = []
+        for e in extents:
+            e = None if e == -1 else e
+            dims.append(Dim(self.new_label(1), True) if e == 1 else Dim(self.new_label(e)))
+        return TensorType(t.dtype, tuple(dims))
+
+    def _cat_size(self, node, arg, dim):
+        t = self.tensor(arg)
+        d = t.dims[dim]
+        extent = self.extent(d.label)
+        if extent == 1:
+            return ScalarType(DataType.Int, const=1)
+        return ScalarType(DataType.Int, const=extent, extent_of=d.label)
+
+    def _cat_shape(self, node, arg):
+        t = self.tensor(arg)
+        return VectorType(tuple(self._cat_size(node, arg, i) for i in range(t.rank)))
+
+    # -- factories ---------------------------------------------------------------------------
+    def _cat_full(self, node, shape, fill_value, dtype):
+        return TensorType(dtype, tuple(self.item_dim(i) for i in self.shape_items(shape)))
+
+    def _cat_iota(self, node, length, start, step, dtype):
+        return TensorType(dtype, (self.item_dim(self.t(length), broadcast_if_one=False),))
+
+    def _cat_random(self, node, arg1, arg2, shape, rng_seed, rng_offset, dtype):
+        return TensorType(dtype, tuple(self.item_dim(i) for i in self.shape_items(shape)))
+
+    # -- data movement -----------------------------------------------------------------------
+    def _fresh(self, extent: int | None) -> Dim:
+        return Dim(self.new_label(1), True) if extent == 1 else Dim(self.new_label(extent))
+
+    def _cat_slice(self, node, arg, start_indices, end_indices, strides, manual_normalization):
+        t = self.tensor(arg)
+        n = t.rank
+        if len(start_indices) != n or len(end_indices) != n or (strides is not None and len(strides) != n):
+            self.fail(f"start_indices, end_indices and strides need one entry per dim ({n})")
+        dims = []
+        for i, d in enumerate(t.dims):
+            start, end = self.t(start_indices[i]), self.t(end_indices[i])
+            step = 1 if strides is None else self.t(strides[i]).const
+            extent = self.extent(d.label)
+            whole_end = (end.extent_of is not None and self.find(end.extent_of) == self.find(d.label)) or \
+                (extent is not None and end.const is not None and end.const >= extent)
+            if start.const == 0 and step == 1 and whole_end:
+                dims.append(d)
+                continue
+            size = None
+            if extent is not None and start.const is not None and end.const is not None and step:
+                size = len(range(extent)[slice(start.const, end.const, step)])
+            dims.append(self._fresh(size))
+        return TensorType(t.dtype, tuple(dims))
+
+    def _cat_cat(self, node, tensors, dim, manual_padding):
+        ts = [self.tensor(x, "each of tensors") for x in tensors]
+        rank = ts[0].rank
+        if any(x.rank != rank for x in ts):
+            self.fail(f"all tensors must have the same rank, got {[x.rank for x in ts]}")
+        dims = []
+        for i in range(rank):
+            if i == dim:
+                extents = [self.extent(x.dims[i].label) for x in ts]
+                dims.append(self._fresh(None if None in extents else sum(extents)))
+            else:
+                dims.append(self.combine([TensorType(x.dtype, (x.dims[i],)) for x in ts])[0])
+        return TensorType(result_dtype(*ts) if len(ts) > 1 else ts[0].dtype, tuple(dims))
+
+    def _cat_pad(self, node, arg, pad_widths, value):
+        t = self.tensor(arg)
+        if len(pad_widths) % 2 or len(pad_widths) > 2 * t.rank:
+            self.fail(f"pad_widths needs pairs for at most {t.rank} dims, got {len(pad_widths)} entries")
+        dims = list(t.dims)
+        for k in range(len(pad_widths) // 2):
+            i = t.rank - 1 - k
+            lo, hi = (self.t(p).const for p in pad_widths[2 * k: 2 * k + 2])
+            if lo == 0 and hi == 0:
+                continue
+            extent = self.extent(dims[i].label)
+            dims[i] = self._fresh(None if extent is None or lo is None or hi is None else extent + lo + hi)
+        return TensorType(t.dtype, tuple(dims))
+
+    def _cat_gather(self, node, arg, index, dim):
+        t, idx = self.tensor(arg), self.tensor(index, "index")
+        if idx.rank != t.rank:
+            self.fail(f"index has rank {idx.rank}; expected the input's rank {t.rank}")
+        if node.op == "take_along_axis":
+            for i in range(t.rank):
+                if i != dim and not t.dims[i].broadcast and not idx.dims[i].broadcast:
+                    self.union(t.dims[i].label, idx.dims[i].label)
+        return TensorType(t.dtype, tuple(Dim(d.label, False) if not self.is_unit(d) else d for d in idx.dims))
+
+    def _cat_index_select(self, node, arg, index, dim):
+        t, idx = self.tensor(arg), self.tensor(index, "index")
+        if idx.rank != 1:
+            self.fail(f"index must be 1-D, got rank {idx.rank}")
+        dims = list(t.dims)
+        dims[dim] = Dim(idx.dims[0].label, False)
+        return TensorType(t.dtype, tuple(dims))
+
+    def _cat_linear(self, node, arg1, arg2, bias):
+        a, w = self.tensor(arg1), self.tensor(arg2, "weight")
+        if w.rank not in (1, 2) or a.rank < 1:
+            self.fail(f"linear takes a weight of rank 1 or 2, got {w.rank}")
+        self.combine([TensorType(a.dtype, a.dims[-1:]), TensorType(w.dtype, w.dims[-1:])])
+        dims = a.dims[:-1] + ((Dim(w.dims[0].label),) if w.rank == 2 else ())
+        return TensorType(a.dtype, dims)
+
+    def _cat_matmul(self, node, arg1, arg2):
+        a, b = self.tensor(arg1), self.tensor(arg2)
+        if a.rank == 0 or b.rank == 0:
+            self.fail("matmul needs tensors of rank 1 or more")
+        self.combine([TensorType(a.dtype, a.dims[-1:]),
+                      TensorType(b.dtype, b.dims[-2:-1] if b.rank > 1 else b.dims)])
+        if a.rank == 1 and b.rank == 1:
+            return TensorType(a.dtype, ())
+        if b.rank == 1:
+            return TensorType(a.dtype, a.dims[:-1])
+        if a.rank == 1:
+            return TensorType(a.dtype, b.dims[:-2] + b.dims[-1:])
+        batch = self.combine([TensorType(a.dtype, a.dims[:-2]), TensorType(b.dtype, b.dims[:-2])]) \
+            if a.rank > 2 or b.rank > 2 else ()
+        return TensorType(a.dtype, tuple(batch) + a.dims[-2:-1] + b.dims[-1:])
+
+    # -- canonical result --------------------------------------------------------------------
+    def canonical(self) -> "Types":
+        """Labels replaced by their class representative, renumbered in order of appearance."""
+        number: dict[int, int] = {}
+
+        def lab(label: int) -> int:
+            return number.setdefault(self.find(label), len(number))
+
+        def fix(t):
+            if isinstance(t, TensorType):
+                return t if t.dims is None else TensorType(t.dtype, tuple(Dim(lab(d.label), d.broadcast) for d in t.dims))
+            if isinstance(t, ScalarType):
+                return t if t.extent_of is None else ScalarType(t.dtype, t.const, lab(t.extent_of))
+            return t if t.items is None else VectorType(tuple(fix(i) for i in t.items))
+
+        types = {v: fix(t) for v, t in self.types.items()}
+        extents = {n: self._extent[root] for root, n in number.items()}
+        return Types(types, extents)
+
+
+UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
+UNARY_FLOAT_SET = frozenset(opspec.UNARY_FLOAT.split())
+BINARY_BOOL_SET = frozenset(opspec.BINARY_BOOL.split())
+
+
+@dataclass(frozen=True)
+class Types:
+    """Types of every value of a fusion, with each label's static extent (None: symbolic)."""
+
+    of: dict[int, Any]
+    extents: dict[int, int | None]
+
+    def __getitem__(self, value_id: int):
+        return self.of[value_id]
+
+    def bind(self, fusion: Fusion, inputs: Sequence[Any]) -> dict[int, int]:
+        """Concrete extents of every label reachable from the input tensors' shapes."""
+        out = {k: v for k, v in self.extents.items() if v is not None}
+        for vid, value in zip(fusion.inputs, inputs):
+            t = self.of[vid]
+            if isinstance(t, TensorType) and t.dims is not None and hasattr(value, "shape"):
+                for d, n in zip(t.dims, value.shape):
+                    if not (d.broadcast and self.extents.get(d.label) == 1):
+                        out.setdefault(d.label, int(n))
+        return out
+
+
+def infer_types(fusion: Fusion) -> Types:
+    inf = AxisInference()
+    for node in fusion.nodes:
+        inf.add(node)
+    return inf.canonical()

@@ -1,0 +1,446 @@
+"""The recorder: nvFuser's ``FusionDefinition`` protocol, recording calls into the Fusion IR.
+
+    from eqsat import FusionDefinition, DataType     # instead of: from nvfuser import ...
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, dims=[1]))
+    fd.fusion          # the recorded eqsat.ir.Fusion
+    fd.execute([x])    # runs it through the torch executor (the reference)
+
+Every call is checked as it is made (types, ranks, extents, through
+:class:`eqsat.axes.AxisInference`); a bad one raises :class:`~eqsat.errors.FusionError`
+naming the definition line and the op, and the definition is then unusable: nothing is
+half-built.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+from . import dtypes as dt
+from .axes import AxisInference, TensorType
+from .dtypes import DataType
+from .errors import FusionError
+from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
+from .opspec import OPS, OpSpec, bind_call
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _caller_line() -> int | None:
+    """The line of the first frame outside eqsat (the user's definition line)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+class Value:
+    """A value of a recorded definition (what ``fd.ops.*`` and ``define_*`` return)."""
+
+    kind = "?"
+
+    def __init__(self, fd: "FusionDefinition", vid: int):
+        self._fd = fd
+        self.id = vid
+
+    def __repr__(self) -> str:
+        return f"{self.kind}{self.id}"
+
+    # Arithmetic operators, as nvFuser's Tensor and Scalar have them.
+    def _bin(op, swap=False):  # noqa: N805
+        def method(self, other):
+            a, b = (other, self) if swap else (self, other)
+            return getattr(self._fd.ops, op)(a, b)
+        return method
+
+    __add__, __radd__ = _bin("add"), _bin("add", True)
+    __sub__, __rsub__ = _bin("sub"), _bin("sub", True)
+    __mul__, __rmul__ = _bin("mul"), _bin("mul", True)
+    __truediv__, __rtruediv__ = _bin("div"), _bin("div", True)
+    __pow__, __rpow__ = _bin("pow"), _bin("pow", True)
+    __mod__ = _bin("fmod")
+    __and__, __or__, __xor__ = _bin("bitwise_and"), _bin("bitwise_or"), _bin("bitwise_xor")
+    __lt__, __le__, __gt__, __ge__ = _bin("lt"), _bin("le"), _bin("gt"), _bin("ge")
+    del _bin
+
+    def __neg__(self):
+        return self._fd.ops.neg(self)
+
+    def __abs__(self):
+        return self._fd.ops.abs(self)
+
+    __hash__ = object.__hash__
+
+
+class Tensor(Value):
+    kind = TENSOR
+
+    @property
+    def _type(self) -> TensorType:
+        return self._fd._inference.types[self.id]
+
+    @property
+    def ndim(self) -> int:
+        return self._type.rank
+
+    @property
+    def dtype(self) -> DataType:
+        return self._type.dtype
+
+    def shape(self) -> "Vector":
+        return self._fd.ops.shape(self)
+
+    def size(self, dim: int) -> "Scalar":
+        return self._fd.ops.size(self, dim)
+
+
+class Scalar(Value):
+    kind = SCALAR
+
+
+class Vector(Value):
+    kind = VECTOR
+
+
+_HANDLES = {TENSOR: Tensor, SCALAR: Scalar, VECTOR: Vector}
+
+
+class _Ops:
+    """``fd.ops``: every attribute is an op; unknown names record opaque nodes."""
+
+    def __init__(self, fd: "FusionDefinition"):
+        self._fd = fd
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def op(*args, **kwargs):
+            return self._fd._record_op(name, args, kwargs)
+
+        op.__name__ = name
+        return op
+
+
+class FusionDefinition:
+    """Records an nvFuser fusion definition into :class:`eqsat.ir.Fusion`."""
+
+    def __init__(self):
+        self.ops = _Ops(self)
+        self._nodes: list[Node] = []
+        self._outputs: list[Output] = []
+        self._inference = AxisInference()
+        self._next = 0
+        self._broken: FusionError | None = None
+        self._fusion: Fusion | None = None
+
+    # -- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> "FusionDefinition":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self._broken is None:
+            self._broken = exc if isinstance(exc, FusionError) else FusionError(
+                f"the definition raised {type(exc).__name__}: {exc}")
+
+    @property
+    def fusion(self) -> Fusion:
+        """The recorded fusion (an error if the definition failed part-way)."""
+        if self._broken is not None:
+            raise FusionError(f"this definition failed and was not built ({self._broken})")
+        if self._fusion is None or self._fusion.nodes != tuple(self._nodes):
+            if not self._outputs:
+                raise FusionError("the definition has no outputs (call fd.add_output)")
+            self._fusion = Fusion(tuple(self._nodes), tuple(self._outputs))
+        return self._fusion
+
+    def execute(self, inputs: Sequence[Any], **kwargs) -> list:
+        """Run the definition through the torch executor (eqsat's reference)."""
+        from .torch_executor import run_fusion
+
+        return run_fusion(self.fusion, inputs, **kwargs)
+
+    def __repr__(self) -> str:
+        from .printing import fusion_source
+
+        return fusion_source(self.fusion) if self._outputs else "<empty FusionDefinition>"
+
+    # -- recording ---------------------------------------------------------------------------------
+    def _fail(self, message: str, op: str, line: int | None) -> None:
+        err = FusionError(message, line=line, op=op)
+        self._broken = err
+        raise err
+
+    def _arg(self, value: Any, op: str, line: int | None) -> Any:
+        """A call argument in IR form: handles to Refs, lists to tuples, dtypes coerced."""
+        if isinstance(value, Value):
+            if value._fd is not self:
+                self._fail(f"{value!r} belongs to another FusionDefinition", op, line)
+            return Ref(value.id)
+        if isinstance(value, (list, tuple)):
+            return tuple(self._arg(v, op, line) for v in value)
+        if hasattr(value, "name") and type(value).__name__ == "DataType":
+            return dt.coerce(value)
+        if type(value).__name__ == "Size" or hasattr(value, "tolist") and not isinstance(value, (int, float)):
+            return freeze(list(value))
+        return value
+
+    def _emit(self, op: str, args: tuple, kinds: tuple[str, ...], line: int | None,
+              opaque: bool = False) -> list[Value]:
+        outputs = tuple(range(self._next, self._next + len(kinds)))
+        node = Node(op, args, outputs, kinds, opaque=opaque, line=line)
+        try:
+            self._inference.add(node)
+        except FusionError as err:
+            self._broken = err
+            raise
+        self._next += len(kinds)
+        self._nodes.append(node)
+        self._fusion = None
+        return [_HANDLES[k](self, v) for v, k in zip(outputs, kinds)]
+
+    def _check_open(self, op: str, line: int | None) -> None:
+        if self._broken is not None:
+            raise FusionError(f"this definition already failed ({self._broken.message}); "
+                              "start a new FusionDefinition", line=line, op=op)
+
+    def _record_op(self, name: str, args: tuple, kwargs: dict) -> Any:
+        line = _caller_line()
+        label = f"fd.ops.{name}"
+        self._check_open(label, line)
+        spec = OPS.get(name)
+        if spec is None:
+            bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + \
+                tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
+            return self._emit(name, bound, (TENSOR,), line, opaque=True)[0]
+        bound = self._bind(spec, args, kwargs, label, line)
+        try:
+            bound = normalize(spec, bound, self._inference)
+        except (ValueError, TypeError) as err:
+            self._fail(str(err), label, line)
+        outs = self._emit(name, tuple(bound.items()), spec.outputs, line)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _bind(self, spec: OpSpec, args: tuple, kwargs: dict, label: str, line) -> dict[str, Any]:
+        try:
+            bound = bind_call(spec, args, kwargs)
+        except TypeError as err:
+            self._fail(str(err), label, line)
+        return {k: self._arg(v, label, line) for k, v in bound.items()}
+
+    # -- definitions -------------------------------------------------------------------------------
+    def define_tensor(self, shape=None, contiguity=None, dtype=DataType.Float, is_cpu=False,
+                      stride_order=None, *, sizes=None, strides=None, static_sizes=False,
+                      symbolic_sizes=None) -> Tensor:
+        line = _caller_line()
+        op = "fd.define_tensor"
+        self._check_open(op, line)
+        try:
+            if symbolic_sizes is not None and shape is None:
+                shape = symbolic_sizes
+            if sizes is not None:
+                shape, contiguity, stride_order = _from_sizes_strides(sizes, strides, static_sizes)
+            if shape is None:
+                raise ValueError("needs shape= (a list of extents, -1 for symbolic)")
+            shape = tuple(int(s) for s in shape)
+            if any(s < -1 for s in shape):
+                raise ValueError(f"shape entries must be -1 (symbolic) or an extent >= 0, got {list(shape)}")
+            if contiguity is None or isinstance(contiguity, bool):
+                c = True if contiguity is None else contiguity
+                contiguity = tuple(None if s == 1 else c for s in shape)
+            contiguity = tuple(contiguity)
+            if len(contiguity) != len(shape):
+                raise ValueError(f"contiguity has {len(contiguity)} entries; shape has {len(shape)}")
+            if any(c not in (True, False, None) for c in contiguity):
+                raise ValueError(f"contiguity entries must be True, False or None, got {list(contiguity)}")
+            if stride_order is not None:
+                stride_order = tuple(int(s) for s in stride_order)
+                if sorted(stride_order) != list(range(len(shape))):
+                    raise ValueError(f"stride_order {list(stride_order)} is not a permutation of "
+                                     f"{len(shape)} dims")
+            dtype = dt.coerce(dtype)
+        except ValueError as err:
+            self._fail(str(err), op, line)
+        args = (("shape", shape), ("contiguity", contiguity), ("dtype", dtype),
+                ("is_cpu", bool(is_cpu)), ("stride_order", stride_order))
+        return self._emit("define_tensor", args, (TENSOR,), line)[0]
+
+    def from_pytorch(self, tensor, static_sizes: bool = False) -> Tensor:
+        return self.define_tensor(sizes=tensor.size(), strides=tensor.stride(),
+                                  dtype=dt.from_torch(tensor.dtype), static_sizes=static_sizes,
+                                  is_cpu=tensor.device.type == "cpu" and tensor.dim() == 0)
+
+    def define_scalar(self, value=None, dtype=None) -> Scalar:
+        line = _caller_line()
+        op = "fd.define_scalar"
+        self._check_open(op, line)
+        if isinstance(value, Value):
+            self._fail("value must be a python number or None (a fusion input)", op, line)
+        if value is not None and not isinstance(value, (bool, int, float, complex)):
+            if hasattr(value, "item"):
+                value = value.item()
+            else:
+                self._fail(f"value must be a python number or None, got {value!r}", op, line)
+        try:
+            if dtype is None:
+                if value is None:
+                    raise ValueError("a scalar input (value None) needs a dtype")
+                from .axes import _scalar_dtype
+                dtype = _scalar_dtype(value)
+            dtype = dt.coerce(dtype)
+        except ValueError as err:
+            self._fail(str(err), op, line)
+        return self._emit("define_scalar", (("value", value), ("dtype", dtype)), (SCALAR,), line)[0]
+
+    def define_vector(self, values, dtype=DataType.Int):
+        line = _caller_line()
+        op = "fd.define_vector"
+        self._check_open(op, line)
+        if isinstance(values, int) and not isinstance(values, bool):
+            # nvfuser_direct: define_vector(size) is that many scalar inputs
+            return [self.define_scalar(None, dtype=DataType.Int) for _ in range(values)]
+        try:
+            dtype = dt.coerce(dtype)
+        except ValueError as err:
+            self._fail(str(err), op, line)
+        args = (("values", self._arg(list(values), op, line)), ("dtype", dtype))
+        return self._emit("define_vector", args, (VECTOR,), line)[0]
+
+    def add_output(self, output, alias_input=None, stride_order=None) -> None:
+        line = _caller_line()
+        op = "fd.add_output"
+        self._check_open(op, line)
+        if isinstance(alias_input, (list, tuple)):
+            alias_input, stride_order = None, alias_input
+        if not isinstance(output, Tensor) or output._fd is not self:
+            self._fail(f"output must be a tensor of this definition, got {output!r}", op, line)
+        alias = None
+        if alias_input is not None:
+            if not isinstance(alias_input, Tensor) or alias_input._fd is not self or \
+                    self._nodes[self._index_of(alias_input.id)].op != "define_tensor":
+                self._fail(f"alias_input must be an input tensor of this definition, got {alias_input!r}",
+                           op, line)
+            alias = alias_input.id
+        if stride_order is not None:
+            stride_order = tuple(int(s) for s in stride_order)
+            rank = output.ndim
+            if rank is not None and sorted(stride_order) != list(range(rank)):
+                self._fail(f"stride_order {list(stride_order)} is not a permutation of {rank} dims",
+                           op, line)
+        self._outputs.append(Output(output.id, alias, stride_order))
+        self._fusion = None
+
+    def _index_of(self, vid: int) -> int:
+        for i, n in enumerate(self._nodes):
+            if vid in n.outputs:
+                return i
+        raise KeyError(vid)
+
+
+def _is_dtype(value) -> bool:
+    return isinstance(value, DataType) or type(value).__name__ == "DataType"
+
+
+def _from_sizes_strides(sizes, strides, static_sizes):
+    sizes = [int(s) for s in sizes]
+    strides = [int(s) for s in (strides if strides is not None else _contiguous_strides(sizes))]
+    shape = tuple(s if (static_sizes or s == 1) else -1 for s in sizes)
+    order = sorted(range(len(sizes)), key=lambda i: (-strides[i], -i))
+    stride_order = [0] * len(sizes)
+    for rank, i in enumerate(order):
+        stride_order[i] = len(sizes) - 1 - rank
+    contiguity = [None] * len(sizes)
+    expected = 1
+    for i in reversed(order):
+        if sizes[i] == 1 or strides[i] == 0:
+            contiguity[i] = None
+            continue
+        contiguity[i] = strides[i] == expected
+        expected = strides[i] * sizes[i]
+    identity = stride_order == list(range(len(sizes) - 1, -1, -1))
+    return shape, tuple(contiguity), None if identity else tuple(stride_order)
+
+
+def _contiguous_strides(sizes):
+    out, acc = [], 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= max(s, 1)
+    return list(reversed(out))
+
+
+def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> dict[str, Any]:
+    """Canonical argument values: dims non-negative and sorted, flags as bools, dtypes coerced."""
+    for key in ("dtype",):
+        if key in args and args[key] is not None:
+            args[key] = dt.coerce(args[key])
+
+    def rank_of(ref):
+        t = inference.types.get(ref.id) if isinstance(ref, Ref) else None
+        if not isinstance(t, TensorType):
+            raise TypeError(f"expected a tensor, got {'a scalar' if t is not None or not isinstance(ref, Ref) else ref!r}")
+        return t.rank
+
+    def dim_list(value, rank, what="dims"):
+        if value is None:
+            return tuple(range(rank))
+        items = (value,) if isinstance(value, int) else tuple(value)
+        out = []
+        for d in items:
+            if not isinstance(d, int) or isinstance(d, bool):
+                raise ValueError(f"{what} must be ints, got {value!r}")
+            if rank is not None and not -rank <= d < max(rank, 1):
+                raise ValueError(f"{what} entry {d} is out of range for a tensor of rank {rank}")
+            out.append(d % rank if rank else d)
+        if len(set(out)) != len(out):
+            raise ValueError(f"{what} {list(items)} repeats a dim")
+        return tuple(sorted(out))
+
+    def one_dim(value, rank, what="dim"):
+        return dim_list(int(value) if not isinstance(value, bool) else value, rank, what)[0]
+
+    cat = spec.category
+    if cat in ("unary", "binary", "where", "clamp", "lerp", "cast"):
+        pass
+    if cat in ("reduction", "var", "var_mean", "welford", "squeeze"):
+        if "arg" in args and isinstance(args["arg"], Ref):
+            rank = rank_of(args["arg"])
+            if rank is not None:
+                args["dims"] = dim_list(args["dims"], rank)
+    if "keepdim" in args:
+        args["keepdim"] = bool(args["keepdim"])
+    for flag in ("squeeze_expanded", "manual_padding", "manual_normalization"):
+        if flag in args:
+            args[flag] = bool(args[flag])
+    if cat == "permute":
+        args["dims"] = tuple(args["dims"])
+    if cat in ("size",):
+        rank = rank_of(args["arg"])
+        if rank is not None:
+            args["dim"] = one_dim(args["dim"], rank)
+    if cat in ("gather", "index_select"):
+        rank = rank_of(args["arg"])
+        if rank is not None:
+            args["dim"] = one_dim(args["dim"], rank)
+    if cat == "cat":
+        tensors = args["tensors"]
+        if not isinstance(tensors, tuple) or not tensors:
+            raise ValueError("tensors must be a non-empty list of tensors")
+        rank = rank_of(tensors[0])
+        if rank is not None:
+            args["dim"] = one_dim(args["dim"], rank)
+    if cat == "broadcast":
+        args["is_broadcast_dim"] = tuple(bool(b) for b in args["is_broadcast_dim"])
+    if cat == "broadcast_in_dim":
+        bd = args["broadcast_dims"]
+        args["broadcast_dims"] = (bd,) if isinstance(bd, int) else tuple(bd)
+    if cat in ("cast",) and not isinstance(args["dtype"], DataType):
+        raise ValueError(f"dtype must be a DataType, got {args['dtype']!r}")
+    for key in ("shape", "new_shape"):
+        if key in args and isinstance(args[key], int):
+            args[key] = (args[key],)
+    return args

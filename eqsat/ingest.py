@@ -1,0 +1,223 @@
+"""Ingestion: a fusion from a function of ``fd``, a printed nvFuser repro (text or file), or a
+live ``nvfuser`` / ``nvfuser_direct`` FusionDefinition.
+
+Repro files are read with :mod:`ast`: only the definition function and the statements that
+build ``inputs`` run (against eqsat's recorder, with ``FusionDefinition`` and ``DataType``
+bound to eqsat's), so nvFuser need not be installed and ``fd.execute`` is never called.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .dtypes import DataType
+from .errors import FusionError
+from .frontend import FusionDefinition
+from .ir import Fusion
+
+
+class _DataTypeNames:
+    """``DataType`` as repro text sees it: a misspelled name is a FusionError at its line."""
+
+    def __getattr__(self, name: str) -> DataType:
+        if name in DataType.__members__:
+            return DataType[name]
+        from .frontend import _caller_line
+
+        raise FusionError(f"unknown dtype DataType.{name}; expected one of "
+                          f"{', '.join(DataType.__members__)}", line=_caller_line())
+
+    def __call__(self, *args):
+        return DataType(*args)
+
+
+@dataclass
+class Repro:
+    """A repro file's fusion, its ``inputs`` list (None if it has none) and its source."""
+
+    fusion: Fusion
+    inputs: list | None
+    source: str
+    filename: str
+    function: str
+
+
+def from_function(fn: Callable[[Any], None]) -> Fusion:
+    """Record ``fn(fd)`` (a function written against nvFuser's FusionDefinition)."""
+    fd = FusionDefinition()
+    with fd:
+        fn(fd)
+    return fd.fusion
+
+
+def _is_nvfuser_import(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Import):
+        return any(a.name.split(".")[0] in ("nvfuser", "nvfuser_direct") for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom):
+        return (stmt.module or "").split(".")[0] in ("nvfuser", "nvfuser_direct")
+    if isinstance(stmt, ast.Try):
+        return any(_is_nvfuser_import(s) for s in stmt.body + [s for h in stmt.handlers for s in h.body])
+    return False
+
+
+def _mentions(stmt: ast.stmt, names: set[str]) -> bool:
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and node.id in names:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
+            return True
+    return False
+
+
+def _find_definition(tree: ast.Module, filename: str) -> ast.FunctionDef:
+    funcs = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
+    named = [f for f in funcs if f.name.startswith("nvfuser_fusion")]
+    if len(named) == 1:
+        return named[0]
+    taking_fd = [f for f in funcs if f.args.args and f.args.args[0].arg == "fd"]
+    candidates = named or taking_fd
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise FusionError("found no definition function (def nvfuser_fusion...(fd) or a function "
+                          "whose first parameter is fd)", filename=filename)
+    names = ", ".join(f"{f.name} (line {f.lineno})" for f in candidates)
+    raise FusionError(f"found several definition functions: {names}; pass function=NAME",
+                      filename=filename)
+
+
+@contextlib.contextmanager
+def _device_override(device: str | None):
+    """Inside, torch factory calls that name the CPU make tensors on ``device`` instead."""
+    if device is None:
+        yield
+        return
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Redirect(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = device
+            return func(*args, **kwargs)
+
+    with Redirect(), torch.device(device):
+        yield
+
+
+def from_source(source: str, filename: str = "<repro>", *, function: str | None = None,
+                inputs: bool = True, device: str | None = None) -> Repro:
+    """Ingest the text of a repro file (or just its definition function).
+
+    ``inputs=False`` skips building the ``inputs`` list; ``device`` (e.g. ``"meta"``) builds
+    it on another device than the one the file names.
+    """
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as err:
+        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
+    if function is not None:
+        matches = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == function]
+        if not matches:
+            raise FusionError(f"has no function {function!r}", filename=filename)
+        definition = matches[0]
+    else:
+        definition = _find_definition(tree, filename)
+    skip_names = {"FusionDefinition", "fd"}
+    kept = []
+    for stmt in tree.body:
+        if stmt is definition:
+            kept.append(stmt)
+        elif _is_nvfuser_import(stmt):
+            continue
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+            kept.append(stmt)
+        elif inputs and not _mentions(stmt, skip_names):
+            kept.append(stmt)
+    module = ast.Module(body=kept, type_ignores=[])
+    namespace: dict[str, Any] = {"FusionDefinition": FusionDefinition, "DataType": _DataTypeNames(),
+                                 "__name__": "__eqsat_repro__", "__file__": filename}
+    code = compile(module, filename, "exec")
+    try:
+        with _device_override(device):
+            exec(code, namespace)
+    except FusionError:
+        raise
+    except Exception as err:
+        line = getattr(err, "lineno", None) or _traceback_line(err, filename)
+        raise FusionError(f"running the file failed: {type(err).__name__}: {err}", line=line,
+                          filename=filename) from err
+    fd = FusionDefinition()
+    try:
+        with fd:
+            namespace[definition.name](fd)
+    except FusionError as err:
+        if err.filename is None:
+            err = FusionError(err.message, line=err.line, op=err.op, filename=filename)
+        raise err from None
+    except Exception as err:
+        raise FusionError(f"the definition raised {type(err).__name__}: {err}",
+                          line=_traceback_line(err, filename), filename=filename) from err
+    found = namespace.get("inputs") if inputs else None
+    if found is not None and not isinstance(found, (list, tuple)):
+        raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
+    return Repro(fd.fusion, list(found) if found is not None else None, source, filename,
+                 definition.name)
+
+
+def _traceback_line(err: BaseException, filename: str) -> int | None:
+    tb = err.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def from_file(path: str | os.PathLike, **kwargs) -> Repro:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as err:
+        raise FusionError(f"cannot read: {err.strerror}", filename=path) from None
+    return from_source(source, filename=path, **kwargs)
+
+
+def from_nvfuser(fd: Any) -> Fusion:
+    """A live ``nvfuser.FusionDefinition`` or ``nvfuser_direct.FusionDefinition``, through the
+    text it prints."""
+    text = repr(fd)
+    if "def " not in text:
+        raise FusionError("the nvFuser definition printed no definition function; is it defined?")
+    return from_source(text, filename="<nvfuser definition>", inputs=False).fusion
+
+
+def is_nvfuser_definition(obj: Any) -> bool:
+    mod = type(obj).__module__ or ""
+    return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in ("nvfuser", "nvfuser_direct")
+
+
+def ingest(definition: Any, **kwargs) -> Fusion:
+    """Any ingestible form: a Fusion, eqsat's FusionDefinition, a function of fd, repro text,
+    a path to a repro file, or a live nvFuser FusionDefinition."""
+    if isinstance(definition, Fusion):
+        return definition
+    if isinstance(definition, FusionDefinition):
+        return definition.fusion
+    if is_nvfuser_definition(definition):
+        return from_nvfuser(definition)
+    if isinstance(definition, os.PathLike) or (isinstance(definition, str) and "\n" not in definition
+                                               and definition.endswith(".py")):
+        return from_file(definition, inputs=False, **kwargs).fusion
+    if isinstance(definition, str):
+        return from_source(definition, inputs=False, **kwargs).fusion
+    if callable(definition):
+        return from_function(definition)
+    raise FusionError(f"cannot ingest a {type(definition).__name__}: expected a function of fd, "
+                      "repro text or path, or a FusionDefinition")

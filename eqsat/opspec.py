@@ -1,0 +1,150 @@
+"""The table of nvFuser ops that eqsat models: parameter names, defaults, outputs.
+
+The recorder binds a user's call to these names (so ``sum(T, [1])`` and
+``sum(T, dims=[1])`` record the same node), and every FusionDefinition implementation is
+called back with them (``positional`` parameters by position, the rest by keyword, as
+nvFuser's own printer writes them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import SCALAR, TENSOR, VECTOR
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    category: str                 # unary, binary, ternary, reduction, ... (see below)
+    params: tuple[str, ...]
+    defaults: tuple[tuple[str, object], ...] = ()
+    positional: int = 1           # how many leading parameters are passed by position
+    outputs: tuple[str, ...] = (TENSOR,)
+
+    def default(self, param: str):
+        return dict(self.defaults).get(param, _REQUIRED)
+
+    def required(self, param: str) -> bool:
+        return self.default(param) is _REQUIRED
+
+
+OPS: dict[str, OpSpec] = {}
+
+
+def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,)):
+    for name in names.split():
+        OPS[name] = OpSpec(name, category, tuple(params.split()), tuple(defaults), positional,
+                           outputs)
+
+
+UNARY_FLOAT = ("exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal tanh sigmoid sin cos tan "
+               "asin acos atan sinh cosh asinh acosh atanh erf erfc erfinv erfcinv lgamma digamma "
+               "silu")
+UNARY_SAME = "abs neg relu floor ceil round trunc frac sign bitwise_not set segment_set"
+UNARY_BOOL = "signbit isnan isinf isfinite isneginf isposinf logical_not isreal"
+BINARY_ARITH = ("add sub mul div truediv pow maximum minimum fmod remainder atan2 "
+                "bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift "
+                "nextafter")
+BINARY_BOOL = "eq ne lt le gt ge logical_and logical_or"
+
+_add("unary", UNARY_FLOAT + " " + UNARY_SAME + " " + UNARY_BOOL, "arg")
+_add("binary", BINARY_ARITH + " " + BINARY_BOOL, "arg1 arg2", positional=2)
+_add("where", "where", "pred arg1 arg2", positional=3)
+_add("clamp", "clamp", "arg min max", positional=3)
+_add("lerp", "lerp", "start end weight", positional=3)
+_add("cast", "cast", "arg dtype")
+_add("reduction", "sum max min prod", "arg dims keepdim dtype",
+     (("keepdim", False), ("dtype", "Null")))
+_add("var", "var", "arg dims correction keepdim", (("correction", 1), ("keepdim", False)),
+     positional=4)
+_add("var_mean", "var_mean", "arg dims correction keepdim",
+     (("correction", 1), ("keepdim", False)), outputs=(TENSOR, TENSOR))
+_add("welford", "welford", "arg dims", positional=2, outputs=(TENSOR, TENSOR, TENSOR))
+_add("broadcast", "broadcast", "arg is_broadcast_dim")
+_add("broadcast_in_dim", "broadcast_in_dim", "arg shape broadcast_dims")
+_add("expand", "expand", "arg shape")
+_add("squeeze", "squeeze", "arg dims squeeze_expanded", (("squeeze_expanded", False),))
+_add("permute", "permute", "arg dims")
+_add("reshape", "reshape", "arg new_shape")
+_add("stride_order", "stride_order", "arg stride_order")
+_add("size", "size", "arg dim", outputs=(SCALAR,))
+_add("shape", "shape", "arg", outputs=(VECTOR,))
+_add("full", "full", "shape fill_value dtype", positional=0)
+_add("iota", "iota", "length start step dtype",
+     (("start", None), ("step", None), ("dtype", "Int")), positional=3)
+_add("random", "uniform normal", "arg1 arg2 shape rng_seed rng_offset dtype",
+     (("rng_seed", None), ("rng_offset", None), ("dtype", "Float")), positional=2)
+_add("slice", "slice", "arg start_indices end_indices strides manual_normalization",
+     (("strides", None), ("manual_normalization", False)))
+_add("cat", "cat", "tensors dim manual_padding", (("manual_padding", False),))
+_add("pad", "pad", "arg pad_widths value", (("value", None),), positional=3)
+_add("gather", "gather take_along_axis", "arg index dim", positional=2)
+_add("index_select", "index_select", "arg index dim", positional=2)
+_add("linear", "linear", "arg1 arg2 bias", (("bias", None),), positional=3)
+_add("matmul", "matmul", "arg1 arg2", positional=2)
+
+
+def signature(spec: OpSpec) -> str:
+    parts = []
+    for p in spec.params:
+        d = spec.default(p)
+        parts.append(p if d is _REQUIRED else f"{p}={'DataType.' + d if isinstance(d, str) else d!r}")
+    return f"fd.ops.{spec.name}({', '.join(parts)})"
+
+
+def bind_call(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
+    """A call's arguments by parameter name, defaults filled in; TypeError if they don't fit.
+
+    As in nvFuser, a reduction's ``dims`` may be left out (all dims), and
+    ``sum(T, DataType.Float)`` passes the dtype in the place of the dims."""
+    from .dtypes import DataType
+
+    args = list(args)
+    if spec.category == "reduction" and len(args) >= 2 and _looks_like_dtype(args[1]):
+        if "dtype" in kwargs:
+            raise TypeError(f"argument 'dtype' given twice; expected {signature(spec)}")
+        kwargs = {**kwargs, "dtype": args.pop(1)}
+    if len(args) > len(spec.params):
+        raise TypeError(f"takes at most {len(spec.params)} arguments, got {len(args)}; "
+                        f"expected {signature(spec)}")
+    bound = dict(zip(spec.params, args))
+    for name, value in kwargs.items():
+        if name not in spec.params:
+            raise TypeError(f"unexpected argument {name!r}; expected {signature(spec)}")
+        if name in bound:
+            raise TypeError(f"argument {name!r} given twice; expected {signature(spec)}")
+        bound[name] = value
+    out = {}
+    for name in spec.params:
+        if name in bound:
+            out[name] = bound[name]
+        elif name == "dims" and spec.category == "reduction":
+            out[name] = None
+        elif spec.required(name):
+            raise TypeError(f"missing argument {name!r}; expected {signature(spec)}")
+        else:
+            d = spec.default(name)
+            out[name] = DataType[d] if name == "dtype" and isinstance(d, str) else d
+    return out
+
+
+def _looks_like_dtype(value) -> bool:
+    return type(value).__name__ == "DataType" or str(type(value)).endswith("DataType'>")
+
+
+def call_form(spec: OpSpec, args: dict) -> tuple[list, dict]:
+    """How an implementation is called back: leading parameters by position, the rest by
+    keyword, leaving out those at their defaults."""
+    from .dtypes import DataType
+
+    positional = [args[p] for p in spec.params[:spec.positional]]
+    keywords = {}
+    for p in spec.params[spec.positional:]:
+        d = spec.default(p)
+        if isinstance(d, str) and p == "dtype":
+            d = DataType[d]
+        if d is _REQUIRED or args[p] != d or type(args[p]) is not type(d):
+            keywords[p] = args[p]
+    return positional, keywords

@@ -1,0 +1,520 @@
+"""The torch executor: nvFuser's FusionDefinition protocol evaluated eagerly with torch.
+
+It is eqsat's reference: every numeric comparison in the project runs through it. It follows
+nvFuser's semantics: PyTorch type promotion (scalars don't lift a tensor within its
+category), integer ``div`` truncates, reductions of half types accumulate in fp32, a
+reduction's ``dtype`` argument casts its input, integer sums give Int, expanded broadcasts
+stay stride-0 views, and outputs aliased to an input are written into that input and not
+returned.
+
+    run_fusion(fusion, inputs)             # outputs, as nvFuser's fd.execute returns them
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from . import dtypes as dt
+from .axes import ScalarType, TensorType
+from .dtypes import DataType
+from .errors import FusionError
+from .ir import Fusion, Node
+from .opspec import OPS, bind_call
+
+_UNARY = {
+    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
+    "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
+    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
+    "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+    "erf": torch.erf, "erfc": torch.erfc, "erfinv": torch.erfinv,
+    "erfcinv": lambda x: torch.erfinv(1 - x), "lgamma": torch.lgamma, "digamma": torch.digamma,
+    "silu": F.silu, "abs": torch.abs, "neg": torch.neg, "relu": torch.relu, "floor": torch.floor,
+    "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc, "frac": torch.frac,
+    "sign": torch.sign, "bitwise_not": torch.bitwise_not, "set": torch.clone,
+    "segment_set": torch.clone, "signbit": torch.signbit, "isnan": torch.isnan,
+    "isinf": torch.isinf, "isfinite": torch.isfinite, "isneginf": torch.isneginf,
+    "isposinf": torch.isposinf, "logical_not": torch.logical_not, "isreal": torch.isreal,
+}
+_BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,
+    "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum, "fmod": torch.fmod,
+    "remainder": torch.remainder, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+    "bitwise_left_shift": torch.bitwise_left_shift, "bitwise_right_shift": torch.bitwise_right_shift,
+    "nextafter": torch.nextafter, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
+    "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+}
+_PY_TYPE = {DataType.Double: float, DataType.Float: float, DataType.Half: float,
+            DataType.BFloat16: float, DataType.Int: int, DataType.Int32: int, DataType.Index: int,
+            DataType.Bool: bool, DataType.ComplexFloat: complex, DataType.ComplexDouble: complex}
+
+
+def _is_int(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return not x.dtype.is_floating_point and not x.dtype.is_complex
+    return isinstance(x, (int, bool))
+
+
+def _dims(dims, rank: int) -> list[int]:
+    """A dims argument as sorted non-negative ints (None: all dims)."""
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % rank for d in dims}) if rank else []
+
+
+def _tensors(*xs):
+    return [x for x in xs if isinstance(x, torch.Tensor)]
+
+
+def _scalar_result(fn, *xs):
+    """Scalar-only arithmetic: evaluate on 0-dim float64/int64 tensors, give back a number."""
+    ts = [torch.tensor(x) for x in xs]
+    return fn(*ts).item()
+
+
+def _lift(x, like: torch.Tensor, dtype: torch.dtype):
+    return x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype, device=like.device)
+
+
+class TorchOps:
+    """``fd.ops`` of the torch executor. Arguments are torch tensors and python numbers."""
+
+    def __init__(self, device: torch.device | str | None = None, generator: torch.Generator | None = None):
+        self.device = device
+        self.generator = generator
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        spec = OPS.get(name)
+        if spec is None:
+            raise FusionError(f"op {name!r} is not modelled by eqsat and has no torch implementation",
+                              op=f"fd.ops.{name}")
+
+        def op(*args, **kwargs):
+            bound = bind_call(spec, args, kwargs)
+            impl = getattr(self, f"_op_{name}", None) or getattr(self, f"_cat_{spec.category}")
+            return impl(name, **bound)
+        return op
+
+    # -- elementwise --------------------------------------------------------------------------
+    def _cat_unary(self, name, arg):
+        if not isinstance(arg, torch.Tensor):
+            return _scalar_result(_UNARY[name], arg)
+        return _UNARY[name](arg)
+
+    def _cat_binary(self, name, arg1, arg2):
+        fn = _BINARY.get(name)
+        if name == "div":
+            fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if _is_int(arg1) and _is_int(arg2) \
+                else torch.true_divide
+        ts = _tensors(arg1, arg2)
+        if not ts:
+            return _scalar_result(fn, arg1, arg2)
+        if len(ts) == 1 and name in ("maximum", "minimum", "atan2", "nextafter", "logical_and",
+                                     "logical_or", "bitwise_left_shift", "bitwise_right_shift") \
+                or not isinstance(arg1, torch.Tensor):
+            out_dtype = torch.result_type(arg1, arg2)
+            arg1, arg2 = _lift(arg1, ts[0], out_dtype), _lift(arg2, ts[0], out_dtype)
+        return fn(arg1, arg2)
+
+    def _cat_where(self, name, pred, arg1, arg2):
+        ts = _tensors(pred, arg1, arg2)
+        if not ts:
+            return arg1 if pred else arg2
+        dtype = torch.result_type(arg1, arg2) if _tensors(arg1, arg2) else \
+            torch.tensor([arg1, arg2]).dtype if not isinstance(arg1, float) and not isinstance(arg2, float) \
+            else torch.get_default_dtype()
+        pred = _lift(pred, ts[0], torch.bool)
+        return torch.where(pred, _lift(arg1, ts[0], dtype), _lift(arg2, ts[0], dtype))
+
+    def _cat_clamp(self, name, arg, min, max):
+        return torch.clamp(arg, min, max)
+
+    def _cat_lerp(self, name, start, end, weight):
+        return torch.lerp(start, end, weight)
+
+    def _cat_cast(self, name, arg, dtype):
+        if isinstance(arg, torch.Tensor):
+            return arg.to(dt.to_torch(dtype))
+        return _PY_TYPE.get(dtype, float)(arg)
+
+    # -- reductions ----------------------------------------------------------------------------
+    def _cat_reduction(self, name, arg, dims, keepdim, dtype):
+        dtype = dt.coerce(dtype)
+        dims = _dims(dims, arg.dim())
+        if dtype is not DataType.Null:
+            arg = arg.to(dt.to_torch(dtype))
+        elif name in ("sum", "prod") and _is_int(arg):
+            arg = arg.to(torch.int64)
+        out_dtype = arg.dtype
+        acc = dt.to_torch(dt.accumulation_type(dt.from_torch(out_dtype)))
+        x = arg.to(acc) if name in ("sum", "prod") else arg
+        if not dims:
+            return x.to(out_dtype)
+        if x.numel() == 0:
+            shape = [1 if i in dims else s for i, s in enumerate(x.shape)]
+            fill = {"sum": 0, "prod": 1, "max": -math.inf, "min": math.inf}[name]
+            if _is_int(x) and name in ("max", "min"):
+                info = torch.iinfo(x.dtype) if x.dtype != torch.bool else None
+                fill = (info.min if name == "max" else info.max) if info else name == "min"
+            out = torch.full(shape, fill, dtype=x.dtype, device=x.device)
+            return (out if keepdim else out.reshape([s for i, s in enumerate(shape) if i not in dims])).to(out_dtype)
+        if name == "sum":
+            out = torch.sum(x, dim=dims, keepdim=keepdim)
+        elif name == "max":
+            out = torch.amax(x, dim=dims, keepdim=keepdim)
+        elif name == "min":
+            out = torch.amin(x, dim=dims, keepdim=keepdim)
+        else:
+            out = x
+            for d in reversed(dims):
+                out = torch.prod(out, dim=d, keepdim=keepdim)
+        return out.to(out_dtype)
+
+    @staticmethod
+    def _as_float(arg):
+        out = arg.dtype if arg.dtype.is_floating_point or arg.dtype.is_complex else torch.float32
+        acc = dt.to_torch(dt.accumulation_type(dt.from_torch(out))) if not out.is_complex else out
+        return arg.to(acc), out
+
+    def _cat_var(self, name, arg, dims, correction, keepdim):
+        x, out = self._as_float(arg)
+        return torch.var(x, dim=_dims(dims, x.dim()), correction=correction, keepdim=keepdim).to(out)
+
+    def _cat_var_mean(self, name, arg, dims, correction, keepdim):
+        x, out = self._as_float(arg)
+        var, mean = torch.var_mean(x, dim=_dims(dims, x.dim()), correction=correction, keepdim=keepdim)
+        return var.to(out), mean.to(out)
+
+    def _cat_welford(self, name, arg, dims):
+        x, out = self._as_float(arg)
+        dims = _dims(dims, x.dim())
+        count = math.prod(x.shape[d] for d in dims)
+        var, mean = torch.var_mean(x, dim=dims, correction=0)
+        n = torch.full(mean.shape, count, dtype=torch.int64, device=x.device)
+        return mean.to(out), (var * count).to(out), n
+
+    # -- shape ops ---------------------------------------------------------------------------------
+    def _cat_broadcast(self, name, arg, is_broadcast_dim):
+        for i, b in enumerate(is_broadcast_dim):
+            if b:
+                arg = arg.unsqueeze(i)
+        return arg
+
+    def _cat_broadcast_in_dim(self, name, arg, shape, broadcast_dims):
+        shape = [int(s) for s in shape]
+        view = [1] * len(shape)
+        for i, b in enumerate(broadcast_dims):
+            view[b] = arg.shape[i]
+        target = [v if s == -1 else s for s, v in zip(shape, view)]
+        return arg.reshape(view).expand(target)
+
+    def _cat_expand(self, name, arg, shape):
+        return arg.expand([int(s) for s in shape])
+
+    def _cat_squeeze(self, name, arg, dims, squeeze_expanded):
+        for d in reversed(_dims(dims, arg.dim())):
+            arg = arg.squeeze(d) if arg.shape[d] == 1 else arg.select(d, 0)
+        return arg
+
+    def _cat_permute(self, name, arg, dims):
+        return arg.permute(list(dims))
+
+    def _cat_reshape(self, name, arg, new_shape):
+        return arg.reshape([int(s) for s in new_shape])
+
+    def _cat_stride_order(self, name, arg, stride_order):
+        return with_stride_order(arg, stride_order)
+
+    def _cat_size(self, name, arg, dim):
+        return int(arg.shape[dim])
+
+    def _cat_shape(self, name, arg):
+        return [int(s) for s in arg.shape]
+
+    # -- factories -----------------------------------------------------------------------------------
+    def _device(self, *xs):
+        for x in xs:
+            if isinstance(x, torch.Tensor):
+                return x.device
+        return self.device or "cpu"
+
+    def _cat_full(self, name, shape, fill_value, dtype):
+        return torch.full([int(s) for s in shape], fill_value, dtype=dt.to_torch(dt.coerce(dtype)),
+                          device=self._device())
+
+    def _cat_iota(self, name, length, start, step, dtype):
+        dtype = dt.to_torch(dt.coerce(dtype))
+        start = 0 if start is None else start
+        step = 1 if step is None else step
+        return (torch.arange(int(length), device=self._device(), dtype=torch.float64 if dtype.is_floating_point
+                             else torch.int64) * step + start).to(dtype)
+
+    def _cat_random(self, name, arg1, arg2, shape, rng_seed, rng_offset, dtype):
+        dtype = dt.to_torch(dt.coerce(dtype))
+        shape = [int(s) for s in shape]
+        device = self._device(arg1, arg2)
+        gen = self.generator
+        if rng_seed is not None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed((int(rng_seed) * 1_000_003 + int(rng_offset or 0)) % (1 << 63))
+        make = torch.rand if name == "uniform" else torch.randn
+        if str(device) == "meta":
+            return make(shape, dtype=dtype, device=device)
+        r = make(shape, dtype=dtype, device=device, generator=gen)
+        return r * (arg2 - arg1) + arg1 if name == "uniform" else r * arg2 + arg1
+
+    # -- data movement ---------------------------------------------------------------------------------
+    def _cat_slice(self, name, arg, start_indices, end_indices, strides, manual_normalization):
+        steps = strides or [1] * arg.dim()
+        index = tuple(slice(int(s), int(e), int(st)) for s, e, st in zip(start_indices, end_indices, steps))
+        return arg[index]
+
+    def _cat_cat(self, name, tensors, dim, manual_padding):
+        return torch.cat(list(tensors), dim=dim)
+
+    def _cat_pad(self, name, arg, pad_widths, value):
+        return F.pad(arg, [int(p) for p in pad_widths], value=0 if value is None else value)
+
+    def _cat_gather(self, name, arg, index, dim):
+        if name == "take_along_axis":
+            return torch.take_along_dim(arg, index, dim)
+        return torch.gather(arg, dim, index)
+
+    def _cat_index_select(self, name, arg, index, dim):
+        return torch.index_select(arg, dim, index)
+
+    def _cat_linear(self, name, arg1, arg2, bias):
+        return F.linear(arg1, arg2, bias)
+
+    def _cat_matmul(self, name, arg1, arg2):
+        return torch.matmul(arg1, arg2)
+
+
+def with_stride_order(t: torch.Tensor, stride_order: Sequence[int]) -> torch.Tensor:
+    """``t``'s values laid out so that dim i has the ``stride_order[i]``-th largest stride."""
+    order = sorted(range(t.dim()), key=lambda i: -stride_order[i])    # outermost first
+    inverse = [order.index(i) for i in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
+
+
+class TorchDefinition:
+    """The FusionDefinition protocol, evaluated eagerly on ``inputs`` (in definition order)."""
+
+    def __init__(self, inputs: Sequence[Any], device=None, generator=None):
+        self.inputs = list(inputs)
+        if device is None:
+            device = next((t.device for t in self.inputs if isinstance(t, torch.Tensor) and t.dim()), None)
+        self._next = 0
+        self.outputs: list[Any] = []
+        self.ops = TorchOps(device=device, generator=generator)
+
+    def _take(self, what: str):
+        if self._next >= len(self.inputs):
+            raise FusionError(f"the definition takes more than the {len(self.inputs)} inputs given",
+                              op=what)
+        value = self.inputs[self._next]
+        self._next += 1
+        return self._next - 1, value
+
+    def define_tensor(self, shape, contiguity=None, dtype=DataType.Float, is_cpu=False, stride_order=None):
+        index, t = self._take("fd.define_tensor")
+        check_tensor_input(index, t, shape, dt.coerce(dtype))
+        return t
+
+    def define_scalar(self, value=None, dtype=None):
+        if value is None:
+            index, value = self._take("fd.define_scalar")
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.item()
+            if not isinstance(value, (bool, int, float, complex)):
+                raise FusionError(f"input {index} must be a python number for a scalar input, got "
+                                  f"{type(value).__name__}", op="fd.define_scalar")
+        dtype = dt.coerce(dtype) if dtype is not None else None
+        return _PY_TYPE.get(dtype, lambda v: v)(value) if dtype else value
+
+    def define_vector(self, values, dtype=DataType.Int):
+        return [int(v) for v in values]
+
+    def add_output(self, value, alias_input=None, stride_order=None):
+        if alias_input is not None:
+            alias_input.copy_(value)
+            return
+        if stride_order is not None:
+            value = with_stride_order(value, stride_order)
+        self.outputs.append(value)
+
+
+def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType) -> None:
+    where = f"input {index}"
+    if not isinstance(t, torch.Tensor):
+        raise FusionError(f"{where}: expected a {dtype.name} tensor of rank {len(shape)}, got "
+                          f"{type(t).__name__}", op="fd.define_tensor")
+    problems = []
+    if t.dim() != len(shape):
+        problems.append(f"rank {len(shape)} (got {t.dim()})")
+    elif any(s not in (-1, n) for s, n in zip(shape, t.shape)):
+        problems.append(f"shape {list(shape)} (got {list(t.shape)})")
+    try:
+        if t.dtype != dt.to_torch(dtype):
+            problems.append(f"dtype {dtype.name} (got {t.dtype})")
+    except ValueError:
+        pass
+    if problems:
+        raise FusionError(f"{where}: expected " + ", ".join(problems), op="fd.define_tensor")
+
+
+def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int | None = None,
+               generator: torch.Generator | None = None) -> list:
+    """Execute ``fusion`` eagerly on ``inputs``; returns the (non-aliased) outputs.
+
+    ``seed`` seeds the random ops (uniform, normal without rng_seed) so that two runs agree.
+    Results are cast to the dtype the IR gives each value, so the executor and eqsat's types
+    never disagree silently.
+    """
+    from .lowering.replay import replay
+
+    if generator is None and seed is not None:
+        dev = device or next((t.device for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+        if str(dev) != "meta":
+            generator = torch.Generator(device=dev)
+            generator.manual_seed(seed)
+    n_inputs = len(fusion.inputs)
+    if len(inputs) != n_inputs:
+        raise FusionError(f"the definition takes {n_inputs} inputs, got {len(inputs)}")
+    fd = TorchDefinition(inputs, device=device, generator=generator)
+    types = fusion.types
+
+    def conform(node: Node, results: list) -> list:
+        out = []
+        for vid, r in zip(node.outputs, results):
+            t = types[vid]
+            if isinstance(t, TensorType) and t.known and isinstance(r, torch.Tensor):
+                want = dt.to_torch(t.dtype)
+                if r.dtype != want:
+                    r = r.to(want)
+            elif isinstance(t, ScalarType) and t.dtype in _PY_TYPE and not isinstance(r, (torch.Tensor, list)):
+                r = _PY_TYPE[t.dtype](r)
+            out.append(r)
+        return out
+
+    try:
+        replay(fusion, fd, on_node=conform)
+    except FusionError as err:
+        if err.line is None:
+            node = _node_at_input(fusion, fd._next)
+            raise FusionError(err.message, line=node.line if node else None, op=err.op) from err
+        raise
+    return fd.outputs
+
+
+def _node_at_input(fusion: Fusion, count: int) -> Node | None:
+    inputs = [n for n in fusion.nodes if n.is_input]
+    return inputs[count - 1] if 0 < count <= len(inputs) else None
+
+
+class EagerValue:
+    """A value of an :class:`EagerDefinition`: a torch tensor or number behind nvFuser's
+    Tensor/Scalar interface (``.shape()``, ``.ndim``, operators)."""
+
+    def __init__(self, fd: "EagerDefinition", value: Any):
+        self._fd = fd
+        self.value = value
+
+    def shape(self):
+        return [int(s) for s in self.value.shape]
+
+    def size(self, dim: int):
+        return int(self.value.shape[dim])
+
+    @property
+    def ndim(self) -> int:
+        return self.value.dim()
+
+    def _bin(op, swap=False):  # noqa: N805
+        def method(self, other):
+            a, b = (other, self) if swap else (self, other)
+            return getattr(self._fd.ops, op)(a, b)
+        return method
+
+    __add__, __radd__ = _bin("add"), _bin("add", True)
+    __sub__, __rsub__ = _bin("sub"), _bin("sub", True)
+    __mul__, __rmul__ = _bin("mul"), _bin("mul", True)
+    __truediv__, __rtruediv__ = _bin("div"), _bin("div", True)
+    del _bin
+
+    def __neg__(self):
+        return self._fd.ops.neg(self)
+
+
+def _unwrap(x):
+    if isinstance(x, EagerValue):
+        return x.value
+    if isinstance(x, (list, tuple)):
+        return [_unwrap(v) for v in x]
+    return x
+
+
+class _EagerOps:
+    def __init__(self, fd: "EagerDefinition"):
+        self._fd = fd
+
+    def __getattr__(self, name):
+        target = getattr(self._fd._inner.ops, name)
+
+        def op(*args, **kwargs):
+            out = target(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+            if isinstance(out, tuple):
+                return tuple(EagerValue(self._fd, o) for o in out)
+            return EagerValue(self._fd, out)
+        return op
+
+
+class EagerDefinition:
+    """A user's definition function run straight on torch, with no IR in between:
+    ``fn(EagerDefinition(inputs))`` then ``.outputs``. It is the independent check that
+    recording, emitting and re-ingesting a definition keep its meaning."""
+
+    def __init__(self, inputs: Sequence[Any], device=None, generator=None):
+        self._inner = TorchDefinition(inputs, device=device, generator=generator)
+        self.ops = _EagerOps(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    @property
+    def outputs(self) -> list:
+        return self._inner.outputs
+
+    def define_tensor(self, *args, **kwargs):
+        shape = kwargs.get("shape", args[0] if args else None)
+        if shape is None and "sizes" in kwargs:
+            shape = [-1] * len(kwargs["sizes"])
+        index, t = self._inner._take("fd.define_tensor")
+        check_tensor_input(index, t, list(shape), dt.coerce(kwargs.get("dtype", args[2] if len(args) > 2
+                                                                       else DataType.Float)))
+        return EagerValue(self, t)
+
+    def define_scalar(self, *args, **kwargs):
+        return EagerValue(self, self._inner.define_scalar(*args, **kwargs))
+
+    def define_vector(self, values, dtype=DataType.Int):
+        if isinstance(values, int):
+            return [self.define_scalar(None, dtype=DataType.Int) for _ in range(values)]
+        return EagerValue(self, [int(v) for v in _unwrap(values)])
+
+    def add_output(self, value, alias_input=None, stride_order=None):
+        if isinstance(alias_input, (list, tuple)):
+            alias_input, stride_order = None, alias_input
+        self._inner.add_output(_unwrap(value), _unwrap(alias_input), stride_order)

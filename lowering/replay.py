@@ -1,0 +1,75 @@
+"""Replaying a Fusion's calls on any implementation of nvFuser's FusionDefinition protocol."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import FusionError
+from ..ir import Fusion, Node, Ref
+from ..opspec import OPS, call_form
+
+
+def _resolve(value: Any, env: dict[int, Any]) -> Any:
+    if isinstance(value, Ref):
+        return env[value.id]
+    if isinstance(value, tuple):
+        return [_resolve(v, env) for v in value]
+    return value
+
+
+def node_call(node: Node) -> tuple[str, list, dict]:
+    """The method (``define_tensor``, or an ``fd.ops`` name) and arguments that make ``node``."""
+    if node.op == "define_tensor":
+        kw = dict(node.args)
+        if kw["stride_order"] is None:
+            del kw["stride_order"]
+        return "define_tensor", [], kw
+    if node.op == "define_scalar":
+        return "define_scalar", [node.arg("value")], {"dtype": node.arg("dtype")}
+    if node.op == "define_vector":
+        return "define_vector", [node.arg("values")], {"dtype": node.arg("dtype")}
+    if node.opaque:
+        positional = [v for k, v in node.args if k.startswith("_")]
+        return node.op, positional, {k: v for k, v in node.args if not k.startswith("_")}
+    positional, keywords = call_form(OPS[node.op], node.kwargs)
+    return node.op, positional, keywords
+
+
+def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
+           on_node: Callable[[Node, list], list] | None = None) -> list:
+    """Make ``fusion``'s calls on ``fd`` and add its outputs; returns the output handles.
+
+    ``vectors_as_lists`` passes ``define_vector`` values as python lists of their entries
+    (nvfuser_direct has no ``define_vector(list)``). ``on_node(node, results)`` sees (and
+    may replace) each node's results. A call that fails raises FusionError naming the node's
+    definition line and op.
+    """
+    env: dict[int, Any] = {}
+    for node in fusion.nodes:
+        name, args, kwargs = node_call(node)
+        args, kwargs = _resolve(tuple(args), env), {k: _resolve(v, env) for k, v in kwargs.items()}
+        try:
+            if node.op == "define_vector" and vectors_as_lists:
+                result = list(args[0])
+            elif name.startswith("define_"):
+                result = getattr(fd, name)(*args, **kwargs)
+            else:
+                result = getattr(fd.ops, name)(*args, **kwargs)
+        except FusionError:
+            raise
+        except Exception as err:  # the implementation's own error, placed at the node
+            label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
+            raise FusionError(f"{type(err).__name__}: {err}", line=node.line, op=label) from err
+        results = list(result) if len(node.outputs) > 1 else [result]
+        if on_node is not None:
+            results = on_node(node, results)
+        env.update(zip(node.outputs, results))
+    handles = []
+    for out in fusion.outputs:
+        if out.alias_input is not None:
+            fd.add_output(env[out.value], env[out.alias_input])
+        elif out.stride_order is not None:
+            fd.add_output(env[out.value], stride_order=list(out.stride_order))
+        else:
+            fd.add_output(env[out.value])
+        handles.append(env[out.value])
+    return handles

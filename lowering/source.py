@@ -1,0 +1,116 @@
+"""Fusion IR -> Python source in nvFuser's repro format (re-ingests to the same IR)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ..dtypes import DataType
+from ..ir import Fusion
+from ..opspec import OPS
+from .replay import replay
+
+
+class Name(str):
+    """A value's name in the emitted text."""
+
+
+def literal(value: Any) -> str:
+    if isinstance(value, Name):
+        return str(value)
+    if isinstance(value, DataType):
+        return f"DataType.{value.name}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    return repr(value)
+
+
+class SourceWriter:
+    """A FusionDefinition implementation whose calls print themselves."""
+
+    def __init__(self, indent: str = "    "):
+        self.lines: list[str] = []
+        self.indent = indent
+        self.count = 0
+        self.ops = _WriterOps(self)
+
+    def _name(self, kind: str) -> Name:
+        name = Name(f"{kind}{self.count}")
+        self.count += 1
+        return name
+
+    def call(self, target: str, args: Sequence, kwargs: dict, kinds: Sequence[str]):
+        names = [self._name(k) for k in kinds]
+        text = ", ".join([literal(a) for a in args] + [f"{k}={literal(v)}" for k, v in kwargs.items()])
+        lhs = f"{', '.join(names)} = " if names else ""
+        self.lines.append(f"{self.indent}{lhs}{target}({text})")
+        return names[0] if len(names) == 1 else tuple(names)
+
+    def define_tensor(self, **kwargs):
+        return self.call("fd.define_tensor", [], kwargs, "T")
+
+    def define_scalar(self, value, dtype):
+        return self.call("fd.define_scalar", [value], {"dtype": dtype}, "S")
+
+    def define_vector(self, values, dtype):
+        return self.call("fd.define_vector", [values], {"dtype": dtype}, "V")
+
+    def add_output(self, value, alias_input=None, stride_order=None):
+        args = [value] + ([alias_input] if alias_input is not None else [])
+        self.call("fd.add_output", args, {"stride_order": stride_order} if stride_order else {}, "")
+
+
+class _WriterOps:
+    def __init__(self, writer: SourceWriter):
+        self._w = writer
+
+    def __getattr__(self, name: str):
+        spec = OPS.get(name)
+        kinds = spec.outputs if spec else ("T",)
+
+        def op(*args, **kwargs):
+            return self._w.call(f"fd.ops.{name}", args, kwargs, kinds)
+        return op
+
+
+def fusion_source(fusion: Fusion, style: str = "classic") -> str:
+    """The definition function, as nvFuser prints it: ``style`` "classic" (the ``nvfuser``
+    module) or "direct" (``nvfuser_direct``: shapes as lists, no ``define_vector(list)``)."""
+    if style not in ("classic", "direct"):
+        raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
+    writer = SourceWriter()
+    replay(fusion, writer, vectors_as_lists=style == "direct")
+    name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
+    return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"
+
+
+def _input_literal(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype)
+        if value.dim() == 0 or value.is_contiguous():
+            return f"torch.testing.make_tensor({tuple(value.shape)}, dtype={dtype}, device='cuda')"
+        numel = 1 + sum((s - 1) * st for s, st in zip(value.shape, value.stride())) if value.numel() else 0
+        maker = f"torch.randn({numel}, dtype={dtype}, device='cuda')" if value.dtype.is_floating_point \
+            else f"torch.randint(0, 10, ({numel},), dtype={dtype}, device='cuda')"
+        return f"{maker}.as_strided({tuple(value.shape)}, {tuple(value.stride())})"
+    return literal(value)
+
+
+def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str = "classic") -> str:
+    """A whole repro file: imports, the definition, and (with ``inputs``) an input list and
+    ``fd.execute(inputs)``, runnable with nvFuser and ingestible by eqsat."""
+    module = "nvfuser" if style == "classic" else "nvfuser_direct"
+    name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
+    text = (f"import torch\nfrom {module} import FusionDefinition, DataType\n\n"
+            f"{fusion_source(fusion, style)}\nwith FusionDefinition() as fd:\n    {name}(fd)\n")
+    if inputs is not None:
+        text += "\ninputs = [\n" + "".join(f"    {_input_literal(v)},\n" for v in inputs) + "]\n"
+        text += "fd.execute(inputs)\n"
+    return text

@@ -1,0 +1,1 @@
+"""Rewrite-rule families for eqsat's e-graph (installed as ``eqsat.rules``)."""

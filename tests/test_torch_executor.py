@@ -1,0 +1,131 @@
+"""The torch executor follows nvFuser's semantics; it is every test's reference."""
+import pytest
+import torch
+
+import eqsat
+from eqsat import DataType, FusionError
+
+
+def run(fn, *inputs, **kw):
+    return eqsat.run_fusion(eqsat.from_function(fn), list(inputs), **kw)
+
+
+def test_double_scalar_does_not_lift_a_float_tensor_but_lifts_an_int_one():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        i = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        s = fd.define_scalar(2, dtype=DataType.Double)
+        fd.add_output(fd.ops.mul(a, s))
+        fd.add_output(fd.ops.mul(i, s))
+
+    a, i = torch.ones(3), torch.arange(3)
+    fa, fi = run(f, a, i)
+    assert fa.dtype == torch.float32 and fi.dtype == torch.float32
+    assert fi.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_integer_div_truncates():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        fd.add_output(fd.ops.div(a, fd.define_scalar(2, dtype=DataType.Int)))
+
+    (out,) = run(f, torch.tensor([-3, 3, 5]))
+    assert out.tolist() == [-1, 1, 2] and out.dtype == torch.int64
+
+
+def test_half_sum_accumulates_in_fp32_and_returns_the_input_dtype():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.sum(a, dims=[0]))
+
+    x = torch.full((4096,), 1.0, dtype=torch.bfloat16) + torch.randn(4096).to(torch.bfloat16) * 0.01
+    (out,) = run(f, x)
+    assert out.dtype == torch.bfloat16
+    assert out.item() == pytest.approx(x.float().sum().to(torch.bfloat16).item())
+
+
+def test_integer_sum_gives_int64():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.Bool)
+        fd.add_output(fd.ops.sum(a, dims=[0]))
+
+    (out,) = run(f, torch.tensor([True, True, False]))
+    assert out.dtype == torch.int64 and out.item() == 2
+
+
+def test_var_mean_and_welford():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1, -1])
+        var, mean = fd.ops.var_mean(a, dims=[1], correction=1)
+        avg, var_sum, n = fd.ops.welford(a, [1])
+        for t in (var, mean, avg, var_sum, n):
+            fd.add_output(t)
+
+    x = torch.randn(5, 7)
+    var, mean, avg, var_sum, n = run(f, x)
+    torch.testing.assert_close(var, x.var(1))
+    torch.testing.assert_close(mean, x.mean(1))
+    torch.testing.assert_close(avg, mean)
+    torch.testing.assert_close(var_sum, x.var(1, unbiased=False) * 7)
+    assert n.tolist() == [7] * 5
+
+
+def test_broadcast_in_dim_expands_and_max_over_empty_dims_is_identity():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1])
+        b = fd.ops.broadcast_in_dim(a, shape=[3, fd.ops.size(a, 0)], broadcast_dims=[1])
+        fd.add_output(b)
+        fd.add_output(fd.ops.max(b, dims=[0]))
+
+    x = torch.randn(4)
+    b, m = run(f, x)
+    assert b.shape == (3, 4) and b.stride() == (0, 1)
+    torch.testing.assert_close(m, x)
+
+
+def test_aliased_output_is_written_into_its_input_and_not_returned():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1])
+        acc = fd.define_tensor(shape=[], contiguity=[])
+        fd.add_output(fd.ops.sum(a, dims=[0]), acc)
+        fd.add_output(fd.ops.neg(a))
+
+    x, acc = torch.randn(6), torch.zeros(())
+    outs = run(f, x, acc)
+    assert len(outs) == 1
+    assert acc.item() == pytest.approx(x.sum().item(), rel=1e-6)
+
+
+def test_output_stride_order():
+    def f(fd):
+        a = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.neg(a), stride_order=[0, 1])
+
+    (out,) = run(f, torch.randn(3, 4))
+    assert out.stride() == (1, 3)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ([torch.randn(3, 4)], "takes 2 inputs, got 1"),
+    ([torch.randn(3), torch.randn(3, 4)], "rank 2 \\(got 1\\)"),
+    ([torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4)], "dtype Float"),
+])
+def test_inputs_that_do_not_match_the_definition(inputs, message):
+    def f(fd):
+        a = fd.define_tensor(shape=[-1, -1])  # FIRST
+        b = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.add(a, b))
+
+    with pytest.raises(FusionError, match=message):
+        run(f, *inputs)
+
+
+def test_random_ops_follow_the_seed():
+    def f(fd):
+        s = fd.define_scalar(0.0, dtype=DataType.Double)
+        e = fd.define_scalar(1.0, dtype=DataType.Double)
+        fd.add_output(fd.ops.uniform(s, e, shape=[1000], dtype=DataType.Float))
+
+    (a,), (b,), (c,) = run(f, seed=1), run(f, seed=1), run(f, seed=2)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert 0.0 <= a.min() and a.max() <= 1.0
