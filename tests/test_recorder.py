@@ -94,7 +94,7 @@ def test_operators_on_values():
         a = fd.define_tensor(shape=[-1])
         fd.add_output(-(a * 2.0 + a) / a)
 
-    assert record(f).ops()[1:] == ["mul", "add", "div", "neg"]
+    assert record(f).ops()[1:] == ["mul", "add", "neg", "div"]   # unary minus binds tighter than /
 
 
 # -- bad input: the error names the line, the op and what was expected ------------------------------
