@@ -2,6 +2,7 @@
 import pytest
 
 import eqsat
+import eqsat.seeds
 from eqsat import DataType, FusionDefinition, FusionError
 from eqsat.axes import TensorType
 
