@@ -280,13 +280,16 @@ class AxisInference:
 
     # -- definitions -----------------------------------------------------------------------
     def _op_define_tensor(self, node, shape, contiguity, dtype, is_cpu, stride_order):
+        # contiguity is listed in allocation order (outermost first), which stride_order gives
+        rank = len(shape)
+        alloc = [rank - 1 - stride_order[j] for j in range(rank)] if stride_order else list(range(rank))
         dims = []
-        for i, s in enumerate(shape):
-            contig = contiguity[i] if contiguity is not None and i < len(contiguity) else True
+        for j, s in enumerate(shape):
+            contig = contiguity[alloc[j]] if contiguity is not None and alloc[j] < len(contiguity) else True
             if s == 1:
                 dims.append(Dim(self.new_label(1), broadcast=True))
-            elif s == -1 and contig is None:
-                dims.append(Dim(self.new_label(None), broadcast=True))
+            elif contig is None:          # an expanded broadcast: stride 0
+                dims.append(Dim(self.new_label(None if s == -1 else s), broadcast=True))
             else:
                 dims.append(Dim(self.new_label(None if s == -1 else s)))
         return TensorType(dtype, tuple(dims))

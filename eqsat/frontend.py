@@ -249,19 +249,21 @@ class FusionDefinition:
             shape = tuple(int(s) for s in shape)
             if any(s < -1 for s in shape):
                 raise ValueError(f"shape entries must be -1 (symbolic) or an extent >= 0, got {list(shape)}")
-            if contiguity is None or isinstance(contiguity, bool):
-                c = True if contiguity is None else contiguity
-                contiguity = tuple(None if s == 1 else c for s in shape)
-            contiguity = tuple(contiguity)
-            if len(contiguity) != len(shape):
-                raise ValueError(f"contiguity has {len(contiguity)} entries; shape has {len(shape)}")
-            if any(c not in (True, False, None) for c in contiguity):
-                raise ValueError(f"contiguity entries must be True, False or None, got {list(contiguity)}")
             if stride_order is not None:
                 stride_order = tuple(int(s) for s in stride_order)
                 if sorted(stride_order) != list(range(len(shape))):
                     raise ValueError(f"stride_order {list(stride_order)} is not a permutation of "
                                      f"{len(shape)} dims")
+            if contiguity is None or isinstance(contiguity, bool):
+                c = True if contiguity is None else contiguity
+                order = sorted(range(len(shape)), key=lambda j: -stride_order[j]) if stride_order \
+                    else range(len(shape))
+                contiguity = tuple(None if shape[j] == 1 else c for j in order)
+            contiguity = tuple(contiguity)
+            if len(contiguity) != len(shape):
+                raise ValueError(f"contiguity has {len(contiguity)} entries; shape has {len(shape)}")
+            if any(c not in (True, False, None) for c in contiguity):
+                raise ValueError(f"contiguity entries must be True, False or None, got {list(contiguity)}")
             dtype = dt.coerce(dtype)
         except ValueError as err:
             self._fail(str(err), op, line)
@@ -362,7 +364,7 @@ def _from_sizes_strides(sizes, strides, static_sizes):
         contiguity[i] = strides[i] == expected
         expected = strides[i] * sizes[i]
     identity = stride_order == list(range(len(sizes) - 1, -1, -1))
-    return shape, tuple(contiguity), None if identity else tuple(stride_order)
+    return shape, tuple(contiguity[i] for i in order), None if identity else tuple(stride_order)
 
 
 def _contiguous_strides(sizes):

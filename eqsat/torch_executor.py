@@ -181,17 +181,20 @@ class TorchOps:
 
     @staticmethod
     def _as_float(arg):
+        """A var/welford input in its accumulation dtype, and the dtype of the result."""
         out = arg.dtype if arg.dtype.is_floating_point or arg.dtype.is_complex else torch.float32
         acc = dt.to_torch(dt.accumulation_type(dt.from_torch(out))) if not out.is_complex else out
         return arg.to(acc), out
 
     def _cat_var(self, name, arg, dims, correction, keepdim):
-        x, out = self._as_float(arg)
-        return torch.var(x, dim=_dims(dims, x.dim()), correction=correction, keepdim=keepdim).to(out)
+        return self._cat_var_mean(name, arg, dims, correction, keepdim)[0]
 
     def _cat_var_mean(self, name, arg, dims, correction, keepdim):
         x, out = self._as_float(arg)
-        var, mean = torch.var_mean(x, dim=_dims(dims, x.dim()), correction=correction, keepdim=keepdim)
+        dims = _dims(dims, x.dim())
+        if not dims:        # over no dims: one element each (torch would reduce them all)
+            x, dims, keepdim = x.unsqueeze(-1), [x.dim()], False
+        var, mean = torch.var_mean(x, dim=dims, correction=correction, keepdim=keepdim)
         return var.to(out), mean.to(out)
 
     def _cat_welford(self, name, arg, dims):
@@ -222,7 +225,10 @@ class TorchOps:
 
     def _cat_squeeze(self, name, arg, dims, squeeze_expanded):
         for d in reversed(_dims(dims, arg.dim())):
-            arg = arg.squeeze(d) if arg.shape[d] == 1 else arg.select(d, 0)
+            if arg.shape[d] == 0:         # constant along an empty axis: any value will do
+                arg = arg.new_zeros(arg.shape[:d] + arg.shape[d + 1:])
+            else:
+                arg = arg.squeeze(d) if arg.shape[d] == 1 else arg.select(d, 0)
         return arg
 
     def _cat_permute(self, name, arg, dims):

@@ -1,0 +1,222 @@
+"""Fusion IR -> terms (:mod:`eqsat.terms`): what the e-graph is built from.
+
+Modelled ops become term nodes; broadcasts, squeezes and permutes that keep a value's labels
+vanish (the value *is* its input, as a named-axis tensor); every other node is a *boundary*:
+lowering emits it verbatim, its outputs are ``Leaf`` terms, and its inputs are *roots* (as
+are the fusion's outputs), which lowering rebuilds in their original layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .axes import ScalarType, TensorType, Types
+from .dtypes import DataType
+from .ir import Fusion, Node, Ref
+from .opspec import OPS
+from .terms import (BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
+                    scalar_code)
+
+MAX_LABELS = 62
+IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
+
+
+class NotEncodable(Exception):
+    """The fusion (or a node) cannot be encoded; the reason is the message."""
+
+
+@dataclass
+class Encoding:
+    fusion: Fusion
+    graph: TermGraph = field(default_factory=TermGraph)
+    term_of: dict[int, int] = field(default_factory=dict)      # IR value -> term
+    roots: dict[int, int] = field(default_factory=dict)        # IR value -> term, rebuilt by lowering
+    boundaries: list[Node] = field(default_factory=list)
+    bit_of: dict[int, int] = field(default_factory=dict)       # IR label -> bit
+    labels: dict[int, int] = field(default_factory=dict)       # term -> label mask (leaves, generic ops)
+    dtype: dict[int, int] = field(default_factory=dict)        # term -> dtype code (leaves, generic ops)
+    order: dict[int, tuple[int, ...]] = field(default_factory=dict)   # term -> original label order (bits)
+    skipped: str | None = None                                 # why nothing was encoded
+
+    @property
+    def label_of(self) -> dict[int, int]:
+        return {b: l for l, b in self.bit_of.items()}
+
+    def bit(self, label: int) -> int:
+        if label not in self.bit_of:
+            if len(self.bit_of) >= MAX_LABELS:
+                raise NotEncodable(f"more than {MAX_LABELS} axis labels")
+            self.bit_of[label] = len(self.bit_of)
+        return self.bit_of[label]
+
+    def mask(self, labels) -> int:
+        m = 0
+        for label in labels:
+            m |= 1 << self.bit(label)
+        return m
+
+
+def _code(t) -> int | None:
+    if isinstance(t, TensorType):
+        return DTYPE_CODE[t.dtype] if t.dtype is not None else None
+    if isinstance(t, ScalarType):
+        return scalar_code(t.dtype) if t.dtype is not None else None
+    return None
+
+
+class _Encoder:
+    def __init__(self, fusion: Fusion):
+        self.f = fusion
+        self.types: Types = fusion.types
+        self.enc = Encoding(fusion)
+        self.g = self.enc.graph
+
+    # -- helpers -----------------------------------------------------------------------------
+    def unit(self, dim) -> bool:
+        return dim.broadcast and self.types.extents.get(dim.label) == 1
+
+    def leaf(self, vid: int) -> int:
+        t = self.types[vid]
+        tid = self.g.add("Leaf", (vid,))
+        if isinstance(t, TensorType) and t.known:
+            self.enc.labels[tid] = self.enc.mask(t.labels)
+            self.note_order(tid, t)
+        elif isinstance(t, ScalarType) and t.dtype is not None:
+            self.enc.labels[tid] = 0
+        code = _code(t)
+        if code is not None:
+            self.enc.dtype[tid] = code
+        return tid
+
+    def note_order(self, tid: int, t: TensorType) -> None:
+        if tid not in self.enc.order:
+            self.enc.order[tid] = tuple(self.enc.bit(d.label) for d in t.dims if not d.broadcast)
+
+    def operand(self, value) -> int:
+        """The term of an argument: a value with a term, or a python constant."""
+        if isinstance(value, Ref):
+            if value.id not in self.enc.term_of:
+                raise NotEncodable("argument has no term")
+            return self.enc.term_of[value.id]
+        if isinstance(value, bool):
+            raise NotEncodable("boolean literal")
+        if isinstance(value, int):
+            return self.g.add("Int", (value,))
+        if isinstance(value, float):
+            return self.g.add("Num", (value,))
+        raise NotEncodable(f"literal {value!r}")
+
+    def reduce_mask(self, t: TensorType, dims) -> int:
+        return self.enc.mask(t.dims[i].label for i in dims if not self.unit(t.dims[i]))
+
+    # -- nodes -------------------------------------------------------------------------------
+    def node(self, node: Node) -> list[int] | None:
+        """Terms for the node's outputs, or None (a boundary)."""
+        if node.opaque or node.is_input:
+            return None
+        outs = [self.types[v] for v in node.outputs]
+        if any(isinstance(t, TensorType) and not t.known for t in outs):
+            return None
+        touched = outs + [self.types[r.id] for r in node.refs()]
+        if any(isinstance(t, TensorType) and t.known and
+               any(self.types.extents.get(d.label) == 0 for d in t.dims) for t in touched):
+            return None                          # empty tensors: no rule may assume an extent
+        op, kw = node.op, node.kwargs
+        g = self.g
+        if op == "define_scalar":
+            value, dtype = kw["value"], kw["dtype"]
+            if dtype is DataType.Double and isinstance(value, float):
+                return [g.add("Num", (value,))]
+            if dtype is DataType.Int and isinstance(value, int) and not isinstance(value, bool):
+                return [g.add("Int", (value,))]
+            return None
+        spec = OPS.get(op)
+        if spec is None:
+            return None
+        cat = spec.category
+        if op in IDENTITY_OPS:
+            src = self.types[kw["arg"].id]
+            if isinstance(src, TensorType) and src.labels == outs[0].labels:
+                return [self.operand(kw["arg"])]
+            return None
+        if op == "size":
+            t = self.types[kw["arg"].id]
+            d = t.dims[kw["dim"]]
+            if self.unit(d):
+                return [g.add("Int", (1,))]
+            return [g.add("Extent", (self.enc.mask([d.label]),))]
+        if cat == "unary":
+            a = self.operand(kw["arg"])
+            if op in UNARY_TERMS:
+                return [g.add(UNARY_TERMS[op], (), (a,))]
+            return [self.generic(g.add("Un", (op,), (a,)), node)]
+        if cat == "binary":
+            a, b = self.operand(kw["arg1"]), self.operand(kw["arg2"])
+            if op in BINARY_TERMS:
+                return [g.add(BINARY_TERMS[op], (), (a, b))]
+            return [self.generic(g.add("Bin", (op,), (a, b)), node)]
+        if cat in ("where", "clamp", "lerp"):
+            kids = tuple(self.operand(kw[p]) for p in spec.params)
+            return [self.generic(g.add("Tern", (op,), kids), node)]
+        if cat == "cast":
+            return [g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (self.operand(kw["arg"]),))]
+        if cat == "reduction":
+            t = self.types[kw["arg"].id]
+            x = self.operand(kw["arg"])
+            if kw["dtype"] is not DataType.Null:
+                x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
+            return [g.add(REDUCTION_TERMS[op], (self.reduce_mask(t, kw["dims"]),), (x,))]
+        if cat in ("var_mean", "var"):
+            t = self.types[kw["arg"].id]
+            mask = self.reduce_mask(t, kw["dims"])
+            if mask & ~self.enc.mask(t.labels) or any(self.unit(t.dims[i]) for i in kw["dims"]):
+                return None                      # over a broadcast dim: the count matters
+            x = self.operand(kw["arg"])
+            var = g.add("Var", (mask, int(kw["correction"])), (x,))
+            return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
+        return None
+
+    def generic(self, tid: int, node: Node) -> int:
+        """Generic constructors (Un/Bin/Tern) get their labels and dtype from the IR."""
+        t = self.types[node.outputs[0]]
+        self.enc.labels[tid] = self.enc.mask(t.labels) if isinstance(t, TensorType) else 0
+        code = _code(t)
+        if code is not None:
+            self.enc.dtype[tid] = code
+        return tid
+
+    def run(self) -> Encoding:
+        for node in self.f.nodes:
+            try:
+                terms = self.node(node)
+            except NotEncodable as err:
+                if "axis labels" in str(err):
+                    raise
+                terms = None
+            if terms is None:
+                self.enc.boundaries.append(node)
+                for r in node.refs():
+                    if r.id in self.enc.term_of:
+                        self.enc.roots[r.id] = self.enc.term_of[r.id]
+                for v in node.outputs:
+                    if isinstance(self.types[v], (TensorType, ScalarType)):
+                        self.enc.term_of[v] = self.leaf(v)
+                continue
+            for v, tid in zip(node.outputs, terms):
+                self.enc.term_of[v] = tid
+                t = self.types[v]
+                if isinstance(t, TensorType):
+                    self.note_order(tid, t)
+        for out in self.f.outputs:
+            self.enc.roots[out.value] = self.enc.term_of[out.value]
+        return self.enc
+
+
+def encode(fusion: Fusion) -> Encoding:
+    """Terms for ``fusion``; where it cannot be encoded (more labels than the bit masks hold),
+    an Encoding with every node a boundary and ``skipped`` saying why."""
+    try:
+        return _Encoder(fusion).run()
+    except NotEncodable as err:
+        enc = Encoding(fusion, skipped=str(err))
+        enc.boundaries = list(fusion.nodes)
+        return enc
