@@ -47,6 +47,34 @@ def _show(args) -> int:
     return 0
 
 
+def _rules_list(args) -> int:
+    from .rules import RULES
+
+    for rule in RULES.values():
+        flag = " [reassociates]" if rule.reassociates else ""
+        print(f"{rule.name} ({rule.family}){flag}")
+        if args.verbose:
+            print("    " + rule.doc.replace("\n", "\n    "))
+    return 0
+
+
+def _rules_verify(args) -> int:
+    from .verify import verify
+
+    try:
+        verdicts = verify(args.names, cases=args.cases, seed=args.seed)
+    except ValueError as err:
+        print(f"eqsat: {err}", file=sys.stderr)
+        return 2
+    width = max(len(v.rule) for v in verdicts)
+    for v in verdicts:
+        status = "pass" if v.passed else f"FAIL: {v.problem}"
+        print(f"{v.rule:<{width}}  cases {v.cases:4d}  worst error {v.worst_error:9.2e}  {status}")
+    failed = [v for v in verdicts if not v.passed]
+    print(f"{len(verdicts) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -59,6 +87,17 @@ def main(argv=None) -> int:
     show.add_argument("--style", choices=["classic", "direct"], default="classic")
     show.add_argument("--run", action="store_true", help="run it on the file's inputs (torch executor)")
     show.set_defaults(handler=_show)
+    rules = sub.add_parser("rules", help="list or verify the rewrite rules")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True)
+    listing = rules_sub.add_parser("list", help="the rules, by family")
+    listing.add_argument("-v", "--verbose", action="store_true", help="with their docstrings")
+    listing.set_defaults(handler=_rules_list)
+    ver = rules_sub.add_parser("verify", help="check both sides of each rule agree on random "
+                                              "shapes and values (float64, torch executor)")
+    ver.add_argument("names", nargs="*", help="rules to verify (default: all)")
+    ver.add_argument("--cases", type=int, default=60, help="cases per rule (default 60)")
+    ver.add_argument("--seed", type=int, default=0)
+    ver.set_defaults(handler=_rules_verify)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

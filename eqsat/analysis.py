@@ -1,0 +1,89 @@
+"""Analysis rules: fill ``labels``, ``dtype``, ``floating`` and ``nonneg`` for every class.
+
+They run to saturation before and between rewrite iterations; leaves and generic ops
+(``Un``/``Bin``/``Tern``) have theirs set when the e-graph is built.
+"""
+from __future__ import annotations
+
+from egglog import String, eq, f64, i64, rule, ruleset, set_
+
+from .egraph import (Abs, Add, Cast, Div, Exp, Extent, Int, Log, Max, Maximum, Mean, Min,
+                     Minimum, Mul, Neg, Num, Pow, Un, Bin, Tern, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub,
+                     Sum, Tanh, Term, Var, cast_dtype, dtype, float_code, floatify, floating,
+                     labels, nonneg, promote, sum_dtype)
+from .terms import WEAK_FLOAT, WEAK_INT
+
+analysis = ruleset(name="analysis")
+
+SAME_DTYPE_UNARY = (Neg, Abs, Relu)
+FLOAT_UNARY = (Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid)
+BINARY = (Add, Sub, Mul, Div, Maximum, Minimum, Pow)
+REDUCE = (Sum, Max, Min, Prod, Mean)
+
+
+@analysis.register
+def _labels(a: Term, b: Term, e: Term, la: i64, lb: i64, le: i64, r: i64, c: i64, d: i64, f: f64,
+            s: String):
+    for u in SAME_DTYPE_UNARY + FLOAT_UNARY:
+        yield rule(eq(la).to(labels(a)), u(a)).then(set_(labels(u(a))).to(la))
+    for op in BINARY:
+        yield rule(op(a, b), eq(la).to(labels(a)), eq(lb).to(labels(b))).then(
+            set_(labels(op(a, b))).to(la | lb))
+    yield rule(Cast(d, a), eq(la).to(labels(a))).then(set_(labels(Cast(d, a))).to(la))
+    # generic ops are all pointwise: they vary along what their operands vary along
+    yield rule(Un(s, a), eq(la).to(labels(a))).then(set_(labels(Un(s, a))).to(la))
+    yield rule(Bin(s, a, b), eq(la).to(labels(a)), eq(lb).to(labels(b))).then(
+        set_(labels(Bin(s, a, b))).to(la | lb))
+    yield rule(Tern(s, a, b, e), eq(la).to(labels(a)), eq(lb).to(labels(b)), eq(le).to(labels(e))).then(
+        set_(labels(Tern(s, a, b, e))).to(la | lb | le))
+    for red in REDUCE:
+        yield rule(red(r, a), eq(la).to(labels(a))).then(set_(labels(red(r, a))).to(la ^ (la & r)))
+    yield rule(Var(r, c, a), eq(la).to(labels(a))).then(set_(labels(Var(r, c, a))).to(la ^ (la & r)))
+    yield rule(Extent(r)).then(set_(labels(Extent(r))).to(i64(0)))
+    yield rule(Int(c)).then(set_(labels(Int(c))).to(i64(0)))
+    yield rule(Num(f)).then(set_(labels(Num(f))).to(i64(0)))
+
+
+@analysis.register
+def _dtypes(a: Term, b: Term, da: i64, db: i64, dc: i64, r: i64, c: i64, d: i64, f: f64):
+    # table lookups (promote, floatify...) are bound in the query: egglog allows no lookup
+    # of a non-constructor function in an action
+    for u in SAME_DTYPE_UNARY:
+        yield rule(u(a), eq(da).to(dtype(a))).then(set_(dtype(u(a))).to(da))
+    for u in FLOAT_UNARY:
+        yield rule(u(a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(set_(dtype(u(a))).to(dc))
+    for op in BINARY:
+        yield rule(op(a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)), eq(dc).to(promote(da, db))).then(
+            set_(dtype(op(a, b))).to(dc))
+    yield rule(Cast(d, a), eq(da).to(dtype(a)), eq(dc).to(cast_dtype(d, da))).then(
+        set_(dtype(Cast(d, a))).to(dc))
+    for red in (Sum, Prod):
+        yield rule(red(r, a), eq(da).to(dtype(a)), eq(dc).to(sum_dtype(da))).then(
+            set_(dtype(red(r, a))).to(dc))
+    for red in (Max, Min):
+        yield rule(red(r, a), eq(da).to(dtype(a))).then(set_(dtype(red(r, a))).to(da))
+    yield rule(Mean(r, a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(set_(dtype(Mean(r, a))).to(dc))
+    yield rule(Var(r, c, a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(
+        set_(dtype(Var(r, c, a))).to(dc))
+    yield rule(Extent(r)).then(set_(dtype(Extent(r))).to(i64(WEAK_INT)))
+    yield rule(Int(c)).then(set_(dtype(Int(c))).to(i64(WEAK_INT)))
+    yield rule(Num(f)).then(set_(dtype(Num(f))).to(i64(WEAK_FLOAT)))
+    yield rule(eq(da).to(dtype(a)), float_code(da)).then(floating(a))
+
+
+@analysis.register
+def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
+    for u in (Abs, Exp, Sqrt, Rsqrt, Relu, Sigmoid):
+        yield rule(u(a)).then(nonneg(u(a)))
+    yield rule(Mul(a, a)).then(nonneg(Mul(a, a)))
+    for op in (Add, Mul, Div, Maximum, Minimum):
+        yield rule(op(a, b), nonneg(a), nonneg(b)).then(nonneg(op(a, b)))
+    yield rule(Maximum(a, b), nonneg(a)).then(nonneg(Maximum(a, b)))
+    yield rule(Maximum(a, b), nonneg(b)).then(nonneg(Maximum(a, b)))
+    yield rule(Pow(a, b), nonneg(a)).then(nonneg(Pow(a, b)))
+    yield rule(Recip(a), nonneg(a)).then(nonneg(Recip(a)))
+    yield rule(Cast(d, a), nonneg(a)).then(nonneg(Cast(d, a)))
+    for red in REDUCE:
+        yield rule(red(r, a), nonneg(a)).then(nonneg(red(r, a)))
+    yield rule(Var(r, c, a)).then(nonneg(Var(r, c, a)))
+    yield rule(Extent(r)).then(nonneg(Extent(r)))

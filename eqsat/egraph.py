@@ -1,0 +1,191 @@
+"""The e-graph's vocabulary in egglog: the ``Term`` sort, its constructors, the per-class
+analyses, and the dtype tables they read.
+
+Constructors are named as in :mod:`eqsat.terms`. Analyses are egglog functions filled by the
+rules of :mod:`eqsat.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
+``dtype`` (a dtype code), and the relations ``floating`` and ``nonneg``.
+"""
+from __future__ import annotations
+
+from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
+
+from .terms import SIGNATURES, TermGraph
+
+
+class Term(Expr, egg_sort="Term"):
+    """A named-axis tensor or scalar value."""
+
+
+@function(egg_fn="Leaf")
+def Leaf(value: i64Like) -> Term: ...
+
+
+@function(egg_fn="Num")
+def Num(value: f64Like) -> Term: ...
+
+
+@function(egg_fn="Int")
+def Int(value: i64Like) -> Term: ...
+
+
+@function(egg_fn="Extent")
+def Extent(labels: i64Like) -> Term: ...
+
+
+def _unary(name):
+    def f(a: Term) -> Term: ...
+    f.__name__ = name
+    return function(egg_fn=name)(f)
+
+
+def _binary(name):
+    def f(a: Term, b: Term) -> Term: ...
+    f.__name__ = name
+    return function(egg_fn=name)(f)
+
+
+def _reduction(name):
+    def f(labels: i64Like, a: Term) -> Term: ...
+    f.__name__ = name
+    return function(egg_fn=name)(f)
+
+
+Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid, Relu = (
+    _unary(n) for n in "Neg Abs Exp Log Sqrt Rsqrt Recip Tanh Sigmoid Relu".split())
+Add, Sub, Mul, Div, Maximum, Minimum, Pow = (
+    _binary(n) for n in "Add Sub Mul Div Maximum Minimum Pow".split())
+Sum, Max, Min, Prod, Mean = (_reduction(n) for n in "Sum Max Min Prod Mean".split())
+
+
+@function(egg_fn="Un")
+def Un(op: StringLike, a: Term) -> Term: ...
+
+
+@function(egg_fn="Bin")
+def Bin(op: StringLike, a: Term, b: Term) -> Term: ...
+
+
+@function(egg_fn="Tern")
+def Tern(op: StringLike, a: Term, b: Term, c: Term) -> Term: ...
+
+
+@function(egg_fn="Cast")
+def Cast(dtype: i64Like, a: Term) -> Term: ...
+
+
+@function(egg_fn="Var")
+def Var(labels: i64Like, correction: i64Like, a: Term) -> Term: ...
+
+
+# -- analyses -------------------------------------------------------------------------------------
+@function(egg_fn="labels", merge=lambda old, new: old | new)
+def labels(a: Term) -> i64: ...
+
+
+@function(egg_fn="dtype", merge=lambda old, new: old)
+def dtype(a: Term) -> i64: ...
+
+
+floating = relation("floating", Term, egg_fn="floating")     # the class's dtype is a floating-point one
+nonneg = relation("nonneg", Term, egg_fn="nonneg")         # every element of the class is >= 0
+
+
+# dtype tables, filled per e-graph with the codes that occur
+@function(egg_fn="promote", merge=lambda old, new: old)
+def promote(a: i64Like, b: i64Like) -> i64: ...
+
+
+@function(egg_fn="floatify", merge=lambda old, new: old)
+def floatify(a: i64Like) -> i64: ...
+
+
+@function(egg_fn="sum_dtype", merge=lambda old, new: old)
+def sum_dtype(a: i64Like) -> i64: ...
+
+
+@function(egg_fn="cast_dtype", merge=lambda old, new: old)
+def cast_dtype(to: i64Like, src: i64Like) -> i64: ...
+
+
+float_code = relation("float_code", i64, egg_fn="float_code")
+widens = relation("widens", i64, i64, egg_fn="widens")     # cast narrow -> wide -> narrow is exact
+
+
+CONSTRUCTORS = {
+    "Leaf": Leaf, "Num": Num, "Int": Int, "Extent": Extent, "Neg": Neg, "Abs": Abs, "Exp": Exp,
+    "Log": Log, "Sqrt": Sqrt, "Rsqrt": Rsqrt, "Recip": Recip, "Tanh": Tanh, "Sigmoid": Sigmoid,
+    "Relu": Relu, "Un": Un, "Add": Add, "Sub": Sub, "Mul": Mul, "Div": Div, "Maximum": Maximum,
+    "Minimum": Minimum, "Pow": Pow, "Bin": Bin, "Tern": Tern, "Cast": Cast, "Sum": Sum, "Max": Max,
+    "Min": Min, "Prod": Prod, "Mean": Mean, "Var": Var,
+}
+assert set(CONSTRUCTORS) == set(SIGNATURES)
+
+
+def to_expr(graph: TermGraph, tid: int, exprs: dict[int, Term]) -> Term:
+    """The egglog expression of term ``tid`` (children looked up in ``exprs``)."""
+    node = graph[tid]
+    return CONSTRUCTORS[node.op](*node.attrs, *(exprs[k] for k in node.kids))
+
+
+def dtype_tables(codes: set[int]) -> str:
+    """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
+    to, as egglog commands."""
+    from . import dtypes as dt
+    from .terms import (DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT,
+                        scalar_code)
+    import torch
+
+    weak_example = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}
+    D = dt.DataType
+
+    def has_torch(code):
+        try:
+            dt.to_torch(DTYPES[code])
+            return True
+        except ValueError:
+            return False
+
+    def floatify_code(c):
+        if c in weak_example:
+            return WEAK_FLOAT if c in (WEAK_BOOL, WEAK_INT) else c
+        d = DTYPES[c]
+        return c if dt.is_float(d) or d in dt.COMPLEX_TYPES else DTYPE_CODE[D.Float]
+
+    def sum_code(c):
+        if c in weak_example:
+            return WEAK_INT if c in (WEAK_BOOL, WEAK_INT) else c
+        d = DTYPES[c]
+        return DTYPE_CODE[D.Int] if d in dt.INT_TYPES or d is D.Bool else c
+
+    def promote_code(a, b):
+        if a in weak_example and b in weak_example:
+            return max(a, b)
+        if a in weak_example:
+            a, b = b, a
+        tensor = torch.empty((1,), dtype=dt.to_torch(DTYPES[a]))
+        other = weak_example[b] if b in weak_example else torch.empty((1,), dtype=dt.to_torch(DTYPES[b]))
+        return DTYPE_CODE[dt.from_torch(torch.result_type(tensor, other))]
+
+    exact_pairs = [(D.Half, D.Float), (D.Half, D.Double), (D.BFloat16, D.Float), (D.BFloat16, D.Double),
+                   (D.Float, D.Double), (D.Float8_e4m3fn, D.Half), (D.Float8_e4m3fn, D.Float),
+                   (D.Float8_e5m2, D.Half), (D.Float8_e5m2, D.Float), (D.Bool, D.Int32), (D.Bool, D.Int),
+                   (D.Int32, D.Int), (D.Int32, D.Double), (D.Bool, D.Float)]
+    codes = {c for c in codes if c in weak_example or has_torch(c)}
+    codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(weak_example)
+    lines = []
+    for a in sorted(codes):
+        lines.append(f"(set (floatify {a}) {floatify_code(a)})")
+        lines.append(f"(set (sum_dtype {a}) {sum_code(a)})")
+        if a == WEAK_FLOAT or (a not in weak_example and dt.is_float(DTYPES[a])):
+            lines.append(f"(float_code {a})")
+        for b in sorted(codes):
+            try:
+                lines.append(f"(set (promote {a} {b}) {promote_code(a, b)})")
+            except ValueError:      # a promotion nvFuser has no dtype for (complex half)
+                pass
+            if a not in weak_example:
+                lines.append(f"(set (cast_dtype {a} {b}) {scalar_code(DTYPES[a]) if b in weak_example else a})")
+    for narrow, wide in exact_pairs:
+        if DTYPE_CODE[narrow] in codes or DTYPE_CODE[wide] in codes:
+            lines.append(f"(widens {DTYPE_CODE[narrow]} {DTYPE_CODE[wide]})")
+    return "\n".join(lines)

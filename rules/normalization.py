@@ -1,0 +1,17 @@
+"""var_mean and mean written as plain sums, so that the rules for sums apply to them."""
+from .rule import rule
+
+
+@rule("normalization")
+def mean_as_sum(k, x, R):
+    """mean_R(x) = sum_R(x) / |R|. Pays: a sum fuses where nvFuser's welford may not, and the
+    distributive rules then see through it."""
+    return k.Mean(R, x), k.Div(k.Sum(R, x), k.Extent(R)), [k.floating(x)]
+
+
+@rule("normalization", reassociates=True)
+def variance_as_sums(k, x, R, C):
+    """var_R(x; correction c) = sum_R((x - mean_R(x))^2) / (|R| - c), the two-pass form."""
+    d = k.Sub(x, k.Mean(R, x))
+    return (k.Var(R, C, x), k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C))),
+            [k.floating(x)])
