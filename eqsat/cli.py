@@ -11,22 +11,89 @@ from .errors import FusionError
 
 def _demo(args) -> int:
     from .ingest import from_function
+    from .optimize import optimize_fusion
     from .seeds import SEEDS
     from .torch_executor import run_fusion
+    from .compare import mismatch
 
+    shapes = {"reduction_broadcast": (4096, 2048, 1024), "layernorm_amax": (16384, 4096)}
+    small = {"reduction_broadcast": (32, 24, 16), "layernorm_amax": (64, 96)}
+    status = 0
     for seed in SEEDS.values():
-        for label, fn in (("as given (model_ref)", seed.model_ref), ("by hand (model)", seed.model)):
-            fusion = from_function(fn)
-            inputs = seed.make_inputs()
-            outs = run_fusion(fusion, inputs)
-            want = seed.torch_reference(*inputs)
-            want = want if isinstance(want, list) else [want]
-            print(f"== {seed.name}, {label}: {seed.summary}")
-            print(fusion)
-            for i, (got, ref) in enumerate(zip(outs, want)):
-                err = (got.double() - ref.double()).abs().max().item()
-                print(f"   output {i}: {got.dtype} {tuple(got.shape)}, max |torch executor - torch| = {err:.3g}")
-            print()
+        fusion = from_function(seed.model_ref)
+        shape = shapes[seed.name]
+        print(f"== {seed.name}: {seed.summary}, at {'x'.join(map(str, shape))}")
+        opt = optimize_fusion(fusion, seed.make_inputs(*shape, device="meta"))
+        print(opt.explain())
+        print("\noptimized definition:")
+        print(opt.source)
+        inputs = seed.make_inputs(*small[seed.name])
+        want = seed.torch_reference(*inputs)
+        want = want if isinstance(want, list) else [want]
+        got = run_fusion(optimize_fusion(fusion, seed.make_inputs(*shape, device="meta")).fusion, inputs)
+        problems = [mismatch(g, w) for g, w in zip(got, want)]
+        ok = all(p is None for p in problems)
+        status |= not ok
+        print(f"check at {'x'.join(map(str, small[seed.name]))} against plain torch: "
+              f"{'agrees' if ok else problems}\n")
+    return status
+
+
+def _load_with_inputs(path, device):
+    from .ingest import from_file
+
+    repro = from_file(path, device=device)
+    if repro.inputs is None:
+        raise FusionError("the file has no `inputs = [...]` list", filename=path)
+    return repro
+
+
+def _optimize_cmd(args) -> int:
+    import json
+
+    from .optimize import optimize_fusion
+
+    repro = _load_with_inputs(args.file, "meta")          # shapes are all the optimizer needs
+    opt = optimize_fusion(repro.fusion, repro.inputs, profile=args.profile,
+                          reassociate=not args.no_reassociate)
+    if args.json:
+        summary = opt.report.summary()
+        keep = ("kernels", "bytes", "time_us")
+        print(json.dumps({"before": {k: summary["before"][k] for k in keep},
+                          "after": {k: summary["after"][k] for k in keep},
+                          "rules": summary["rules"], "changed": summary["changed"],
+                          "source": opt.source}, indent=1))
+    else:
+        print(opt.explain())
+        print("\noptimized definition:")
+        print(opt.source)
+    return 0
+
+
+def _check_cmd(args) -> int:
+    from .compare import mismatch
+    from .optimize import optimize_fusion
+    from .torch_executor import run_fusion
+
+    repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu")   # the torch executor runs on CPU
+    opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate)
+
+    def copy(xs):
+        return [x.clone() if hasattr(x, "clone") else x for x in xs]
+
+    want = run_fusion(repro.fusion, copy(repro.inputs), seed=0)
+    got = run_fusion(opt.fusion, copy(repro.inputs), seed=0)
+    problems = [(i, mismatch(g, w)) for i, (g, w) in enumerate(zip(got, want))]
+    problems = [(i, p) for i, p in problems if p is not None]
+    if len(got) != len(want):
+        problems.append((None, f"{len(got)} outputs instead of {len(want)}"))
+    changed = "optimized" if opt.report.changed else "unchanged"
+    if problems:
+        for i, p in problems:
+            print(f"{args.file}: output {i}: {p}")
+        return 1
+    print(f"{args.file}: {changed}, {len(want)} outputs agree "
+          f"({opt.report.before.time_us:.1f} -> {opt.report.after.time_us:.1f} us estimated)")
     return 0
 
 
@@ -78,8 +145,7 @@ def _rules_verify(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="ingest the two seed fusions, print their IR and check them "
-                                       "through the torch executor")
+    demo = sub.add_parser("demo", help="optimize the two seed fusions and show what changed")
     demo.set_defaults(handler=_demo)
     show = sub.add_parser("show", help="ingest a repro file and print its Fusion IR")
     show.add_argument("file")
@@ -87,6 +153,20 @@ def main(argv=None) -> int:
     show.add_argument("--style", choices=["classic", "direct"], default="classic")
     show.add_argument("--run", action="store_true", help="run it on the file's inputs (torch executor)")
     show.set_defaults(handler=_show)
+    opt = sub.add_parser("optimize", help="optimize a repro file (definition + inputs); print the "
+                                          "report and the optimized definition")
+    opt.add_argument("file")
+    opt.add_argument("--json", action="store_true", help="print before/after, rules and source as JSON")
+    opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
+    opt.add_argument("--no-reassociate", action="store_true",
+                     help="leave out rules that reorder floating-point sums and products")
+    opt.set_defaults(handler=_optimize_cmd)
+    chk = sub.add_parser("check", help="run a repro file as given and optimized through the torch "
+                                       "executor; exit 1 if they differ beyond dtype tolerance")
+    chk.add_argument("file")
+    chk.add_argument("--meta", action="store_true", help="build the inputs on meta tensors (shapes only)")
+    chk.add_argument("--no-reassociate", action="store_true")
+    chk.set_defaults(handler=_check_cmd)
     rules = sub.add_parser("rules", help="list or verify the rewrite rules")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     listing = rules_sub.add_parser("list", help="the rules, by family")

@@ -64,9 +64,10 @@ def _code(t) -> int | None:
 
 
 class _Encoder:
-    def __init__(self, fusion: Fusion):
+    def __init__(self, fusion: Fusion, extents: dict[int, int] | None = None):
         self.f = fusion
         self.types: Types = fusion.types
+        self.extents = {**{k: v for k, v in self.types.extents.items() if v is not None}, **(extents or {})}
         self.enc = Encoding(fusion)
         self.g = self.enc.graph
 
@@ -118,7 +119,7 @@ class _Encoder:
             return None
         touched = outs + [self.types[r.id] for r in node.refs()]
         if any(isinstance(t, TensorType) and t.known and
-               any(self.types.extents.get(d.label) == 0 for d in t.dims) for t in touched):
+               any(self.extents.get(d.label) == 0 for d in t.dims) for t in touched):
             return None                          # empty tensors: no rule may assume an extent
         op, kw = node.op, node.kwargs
         g = self.g
@@ -211,11 +212,13 @@ class _Encoder:
         return self.enc
 
 
-def encode(fusion: Fusion) -> Encoding:
+def encode(fusion: Fusion, extents: dict[int, int] | None = None) -> Encoding:
     """Terms for ``fusion``; where it cannot be encoded (more labels than the bit masks hold),
-    an Encoding with every node a boundary and ``skipped`` saying why."""
+    an Encoding with every node a boundary and ``skipped`` saying why. ``extents`` (label ->
+    extent, e.g. from example inputs) add to the static ones: nodes on empty axes stay
+    boundaries."""
     try:
-        return _Encoder(fusion).run()
+        return _Encoder(fusion, extents).run()
     except NotEncodable as err:
         enc = Encoding(fusion, skipped=str(err))
         enc.boundaries = list(fusion.nodes)

@@ -33,7 +33,7 @@ def reduction_broadcast_torch(x, b):
     return (x[:, :, None] * b[:, None, :]).sum(1)
 
 
-def reduction_broadcast_inputs(n=64, k=48, j=32, device="cpu", dtype=torch.float32):
+def reduction_broadcast_inputs(n=256, k=256, j=256, device="cpu", dtype=torch.float32):
     g = torch.Generator(device="cpu").manual_seed(0)
     return [torch.randn(n, k, generator=g, dtype=dtype).to(device),
             torch.randn(n, j, generator=g, dtype=dtype).to(device)]

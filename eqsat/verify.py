@@ -90,7 +90,8 @@ class EvalNamespace:
         if op == "Var":
             if absent:
                 raise ValueError("var over an axis its input lacks")
-            t = _OPS.var(t, dims, correction) if dims else torch.full_like(t, float("nan"))
+            # over no labels: one element, (x - x)^2 / (1 - c)
+            t = _OPS.var(t, dims, correction) if dims else torch.zeros_like(t) / (1 - correction)
             return Named(t, rest, a.dtype)
         if op == "Mean":
             return Named(torch.mean(t, dim=dims) if dims else t, rest, a.dtype)
@@ -197,6 +198,8 @@ def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000) 
         for name in rule.variables:
             if name[0].isupper() and name[0] in "DE":
                 env.append(rng.choice(_FLOAT_CODES))
+            elif name[0] == "C":                       # a var correction
+                env.append(rng.choice([0, 1, 2, 3]))
             elif name[0].isupper():
                 env.append(rng.randrange(1 << n_labels) if rng.random() < 0.9 else 0)
             else:
@@ -234,17 +237,25 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype) -> Named:
 
 
 def _compare(lhs: Named, rhs: Named):
+    """(relative error, tolerance), or a message when the sides cannot be compared. NaNs and
+    infinities must sit in the same places (the same signed infinity); finite values are
+    compared relative to the largest of them."""
     if sorted(lhs.labels) != sorted(rhs.labels):
         return f"the sides vary along different axes: {sorted(lhs.labels)} vs {sorted(rhs.labels)}"
     a, b = lhs.t, rhs.aligned(lhs.labels).reshape(lhs.t.shape)
-    scale = max(1.0, float(a.abs().max()) if a.numel() else 1.0)
-    err = float((a - b).abs().max()) / scale if a.numel() else 0.0
-    if math.isnan(err) and bool((a.isnan() == b.isnan()).all()):
-        both = ~a.isnan()
-        err = float((a[both] - b[both]).abs().max()) / scale if both.any() else 0.0
     dtypes = [DTYPES[c] for c in (lhs.dtype, rhs.dtype) if c < 100]
     tol = max((_TOLERANCE.get(d, 1e-9) for d in dtypes), default=1e-9)
-    return err, tol
+    if not torch.equal(a.isnan(), b.isnan()):
+        return math.inf, tol
+    inf = a.isinf() | b.isinf()
+    if not torch.equal(a[inf], b[inf]):
+        return math.inf, tol
+    finite = ~(a.isnan() | inf)
+    if not finite.any():
+        return 0.0, tol
+    fa, fb = a[finite], b[finite]
+    scale = max(1.0, float(fa.abs().max()))
+    return float((fa - fb).abs().max()) / scale, tol
 
 
 def verify(names=None, *, cases: int = 60, seed: int = 0) -> list[Verdict]:

@@ -11,7 +11,8 @@ def mean_as_sum(k, x, R):
 
 @rule("normalization", reassociates=True)
 def variance_as_sums(k, x, R, C):
-    """var_R(x; correction c) = sum_R((x - mean_R(x))^2) / (|R| - c), the two-pass form."""
+    """var_R(x; correction c) = sum_R((x - mean_R(x))^2) / (|R| - c), the two-pass form, for
+    c in {0, 1} (where |R| - c <= 0 only as 0/0, which both sides give as NaN)."""
     d = k.Sub(x, k.Mean(R, x))
     return (k.Var(R, C, x), k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C))),
-            [k.floating(x)])
+            [k.floating(x), k.disjoint(C, -2)])

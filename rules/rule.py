@@ -42,6 +42,43 @@ class Rule:
         return egg_rule(lhs, *k.facts, *conditions, name=self.name).then(union(lhs).with_(rhs))
 
 
+    def rhs_shape(self):
+        """The right-hand side's constructor tree, with variables as None: ("Mul", ("Sum", None), None)."""
+        k = ShapeNamespace()
+        _, rhs, _ = self.fn(k, *[_Mask() if n[0].isupper() else _Hole() for n in self.variables])
+        return rhs.shape if isinstance(rhs, _Shape) else None
+
+
+class _Hole:
+    """A term variable while reading a rule's shape."""
+    shape = None
+
+
+class _Mask:
+    """A mask, dtype or number while reading a rule's shape."""
+
+    def __and__(self, other):
+        return self
+    __or__ = __xor__ = __sub__ = __rand__ = __ror__ = __rsub__ = __and__
+
+
+class _Shape(_Hole):
+    def __init__(self, shape):
+        self.shape = shape
+
+
+class ShapeNamespace:
+    """Reads the constructor tree of a rule's sides (conditions and masks are ignored)."""
+
+    def __getattr__(self, name):
+        if name in CONSTRUCTORS:
+            def build(*args):
+                kids = tuple(a.shape for a in args if isinstance(a, _Hole))
+                return _Shape((name,) + kids)
+            return build
+        return lambda *args: _Mask()
+
+
 RULES: dict[str, Rule] = {}
 
 

@@ -1,13 +1,15 @@
 """Every corpus file ingests, re-emits source that re-ingests to an equal IR, and that source
 gives the same outputs through the torch executor as the original definition function run
-straight on torch (no IR in between); so does the fusion rebuilt from its terms (named axes
-and back). Files marked `meta` in INDEX.md run on meta tensors."""
+straight on torch (no IR in between); so do the fusion rebuilt from its terms (named axes
+and back) and the optimized fusion, whose estimated cost is never higher (what `eqsat check`
+checks). Files marked `meta` in INDEX.md run on meta tensors."""
 import ast
 
 import pytest
 import torch
 
 import eqsat
+from eqsat.compare import mismatch
 from eqsat.encode import encode
 from eqsat.lowering import fusion_source
 from eqsat.lowering.from_terms import lower_encoding
@@ -77,6 +79,16 @@ def test_corpus_file(path):
         if not meta:
             torch.testing.assert_close(g, w, equal_nan=True, msg=f"output {i} through terms",
                                        **tolerance(w.dtype))
+
+
+    # optimized: never a worse estimate, and the same outputs within dtype tolerance
+    opt = eqsat.optimize_fusion(repro.fusion, repro.inputs)
+    assert opt.report.after.time_us <= opt.report.before.time_us
+    optimized = eqsat.run_fusion(opt.fusion, _clone(repro.inputs), seed=0)
+    assert len(optimized) == len(want)
+    for i, (g, w) in enumerate(zip(optimized, want)):
+        problem = mismatch(g, w)
+        assert problem is None, f"output {i} optimized: {problem}"
 
 
 def tolerance(dtype):

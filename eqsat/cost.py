@@ -1,0 +1,284 @@
+"""The cost model: how nvFuser would segment a candidate into kernels, and what each costs.
+
+It scores a whole candidate (a DAG of term nodes with labels and dtypes), because kernel
+count and bytes are not additive over nodes:
+
+1. **Segmentation.** Pointwise ops fuse with each other. A reduction joins a kernel only with
+   reductions of the same key (the same reduced labels over the same iteration space: the
+   normalization pattern, nvFuser's persistent schedulers), and with the pointwise ops whose
+   iteration space lies within it (prologue, epilogue, broadcast back). Groups are merged
+   greedily along edges while they stay compatible and the kernel graph stays acyclic.
+2. **Bytes** per kernel: the tensors it reads (inputs, and intermediates another kernel
+   wrote) and writes (roots, and intermediates another kernel reads). **Arithmetic**: one op
+   per element of each node's iteration space (special functions weigh more).
+3. **Time** = host cost + sum over kernels of (launch + max(bytes / bandwidth, flops /
+   throughput)), with the constants of the kernel's kind from the profile.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .dtypes import ITEMSIZE
+from .profile import Profile
+from .terms import DTYPES, REDUCTIONS, bits
+
+SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
+SCALARS = frozenset({"Num", "Int", "Extent"})
+
+
+@dataclass(frozen=True)
+class GNode:
+    """A node of a candidate: constructor, attributes, children (node ids), and the analyses
+    of its class: label mask and dtype code."""
+
+    op: str
+    attrs: tuple
+    kids: tuple
+    labels: int
+    dtype: int
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.dtype >= 100 or self.op in SCALARS
+
+    @property
+    def space(self) -> int:
+        """Labels of the iteration space: a reduction iterates over its input's."""
+        return self.labels
+
+
+@dataclass
+class Kernel:
+    kind: str
+    ops: list[str]
+    bytes_read: int
+    bytes_written: int
+    flops: float
+    time_us: float
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass
+class Estimate:
+    kernels: list[Kernel] = field(default_factory=list)
+    host_us: float = 0.0
+
+    @property
+    def bytes(self) -> int:
+        return sum(k.bytes for k in self.kernels)
+
+    @property
+    def flops(self) -> float:
+        return sum(k.flops for k in self.kernels)
+
+    @property
+    def time_us(self) -> float:
+        return self.host_us + sum(k.time_us for k in self.kernels)
+
+    def summary(self) -> dict:
+        return {"kernels": len(self.kernels), "bytes": self.bytes, "flops": self.flops,
+                "time_us": round(self.time_us, 3)}
+
+    def explain(self) -> str:
+        lines = [f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "
+                 f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"]
+        for i, k in enumerate(self.kernels):
+            ops = ", ".join(_counted(k.ops))
+            lines.append(f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
+                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us: {ops}")
+        return "\n".join(lines)
+
+
+def _counted(ops):
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return [f"{op}×{n}" if n > 1 else op for op, n in counts.items()]
+
+
+class CostModel:
+    def __init__(self, profile: Profile, extents: dict[int, int]):
+        self.profile = profile
+        self.extents = extents          # label bit -> extent
+
+    def numel(self, mask: int) -> int:
+        return math.prod(self.extents.get(b, 1) for b in bits(mask))
+
+    def nbytes(self, node: GNode) -> int:
+        if node.is_scalar:
+            return 0
+        return self.numel(node.labels) * ITEMSIZE.get(DTYPES[node.dtype], 4)
+
+    def space(self, nodes, nid: int) -> int:
+        node = nodes[nid]
+        if node.op in REDUCTIONS:
+            return nodes[node.kids[0]].labels
+        return node.labels
+
+    def estimate(self, nodes: dict, roots: list[int]) -> Estimate:
+        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted)."""
+        order = _topological(nodes, roots)
+        compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar]
+        parent = {n: n for n in compute}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        keys = {n: set() for n in compute}          # group root -> reduction keys
+        spaces = {n: self.space(nodes, n) for n in compute}
+        for n in compute:
+            if nodes[n].op in REDUCTIONS:
+                keys[n].add((spaces[n], nodes[n].attrs[0]))
+        consumers: dict[int, list[int]] = {}
+        for n in order:
+            for k in nodes[n].kids:
+                consumers.setdefault(k, []).append(n)
+
+        def group_space(g_nodes):
+            return [spaces[m] for m in g_nodes]
+
+        members = {n: [n] for n in compute}
+
+        def compatible(a, b):
+            ks = keys[a] | keys[b]
+            if len(ks) > 1:
+                return False
+            if not ks:
+                return True
+            (space, _), = ks
+            return all(s & ~space == 0 for s in group_space(members[a] + members[b]))
+
+        def creates_cycle(a, b):
+            """Would merging groups a and b put a kernel between two of its own parts?"""
+            group_of = {m: find(m) for m in compute}
+            merged = {a, b}
+            # a path a->...->X->...->b (or b->a) through another group X makes a cycle
+            succ: dict[int, set[int]] = {}
+            for m in compute:
+                for c in consumers.get(m, ()):
+                    if c in group_of and group_of[c] != group_of[m]:
+                        succ.setdefault(group_of[m], set()).add(group_of[c])
+            for start, goal in ((a, b), (b, a)):
+                stack = [x for x in succ.get(start, ()) if x not in merged]
+                seen = set()
+                while stack:
+                    x = stack.pop()
+                    if x in seen:
+                        continue
+                    seen.add(x)
+                    for y in succ.get(x, ()):
+                        if y == goal:
+                            return True
+                        if y not in merged:
+                            stack.append(y)
+            return False
+
+        def union(a, b):
+            a, b = find(a), find(b)
+            if a == b:
+                return
+            parent[b] = a
+            keys[a] |= keys.pop(b)
+            members[a] += members.pop(b)
+
+        # pointwise with pointwise first, then groups with reductions, along edges
+        for pointwise_only in (True, False):
+            changed = True
+            while changed:
+                changed = False
+                for n in compute:
+                    for c in consumers.get(n, ()):
+                        if c not in parent:
+                            continue
+                        a, b = find(n), find(c)
+                        if a == b:
+                            continue
+                        if pointwise_only and (keys[a] or keys[b]):
+                            continue
+                        if compatible(a, b) and not creates_cycle(a, b):
+                            union(a, b)
+                            changed = True
+        return self._kernels(nodes, order, compute, find, keys, members, consumers, set(roots))
+
+    def _kernels(self, nodes, order, compute, find, keys, members, consumers, roots) -> Estimate:
+        est = Estimate(host_us=self.profile.host_us if compute else 0.0)
+        group_of = {n: find(n) for n in compute}
+        for g, ms in members.items():
+            ms_set = set(ms)
+            reads, written = set(), set()
+            flops = 0.0
+            for m in ms:
+                node = nodes[m]
+                weight = self.profile.special_function_weight if node.op in SPECIAL else 1.0
+                flops += self.numel(self.space(nodes, m)) * weight
+                for k in node.kids:
+                    if k not in ms_set and not nodes[k].is_scalar:
+                        reads.add(k)
+                outside = any(group_of.get(c) != g for c in consumers.get(m, ()))
+                if m in roots or outside:
+                    written.add(m)
+            kind = "pointwise"
+            if keys[g]:
+                (space, _), = keys[g]
+                reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
+                back = any(nodes[m].op not in REDUCTIONS and spaces_within(self, nodes, m, space)
+                           and _depends_on(nodes, m, reduced, ms_set) for m in ms)
+                kind = "normalization" if back else "reduction"
+            consts = self.profile.kinds[kind]
+            rbytes = sum(self.nbytes(nodes[r]) for r in reads)
+            wbytes = sum(self.nbytes(nodes[w]) for w in written)
+            t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
+                                       flops / (consts.gflops * 1e3))
+            est.kernels.append(Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t))
+        est.kernels.sort(key=lambda k: -k.time_us)
+        return est
+
+
+def spaces_within(model, nodes, m, space) -> bool:
+    """Node m is computed over the reduction's whole iteration space."""
+    return model.space(nodes, m) == space
+
+
+def _depends_on(nodes, m, targets, within) -> bool:
+    stack, seen = list(nodes[m].kids), set()
+    while stack:
+        x = stack.pop()
+        if x in targets:
+            return True
+        if x in seen or x not in within:
+            continue
+        seen.add(x)
+        stack.extend(nodes[x].kids)
+    return False
+
+
+def _topological(nodes, roots) -> list[int]:
+    order, state = [], {}
+    for r in roots:
+        stack = [(r, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                if state.get(n) != 2:
+                    state[n] = 2
+                    order.append(n)
+                continue
+            if state.get(n):
+                if state[n] == 1:
+                    raise ValueError("the candidate has a cycle")
+                continue
+            state[n] = 1
+            stack.append((n, True))
+            for k in nodes[n].kids:
+                if state.get(k) != 2:
+                    if state.get(k) == 1:
+                        raise ValueError("the candidate has a cycle")
+                    stack.append((k, False))
+    return order

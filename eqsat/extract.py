@@ -1,0 +1,176 @@
+"""Extraction: pick one e-node per e-class so that the cost model's score of the whole
+candidate is lowest; never worse than the input.
+
+The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
+``freeze()``; :mod:`eqsat.egglog_text` and this are the two places that touch egglog's
+internals). A fast additive estimate picks a first candidate; a local search then switches one
+class's choice at a time, scoring each whole candidate with :class:`~eqsat.cost.CostModel`,
+until nothing improves or the time budget is spent. The input's own choice is scored too, and
+wins ties.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .cost import CostModel, Estimate, GNode, _topological
+from .terms import REDUCTIONS, SIGNATURES, TermGraph
+
+
+@dataclass
+class Dump:
+    """The e-graph as Python data: classes -> their e-nodes (GNode with class-id kids)."""
+
+    classes: dict[int, list[GNode]] = field(default_factory=dict)
+    labels: dict[int, int] = field(default_factory=dict)
+    dtype: dict[int, int] = field(default_factory=dict)
+    lets: dict[str, int] = field(default_factory=dict)          # let name -> class
+
+
+def _class_id(value) -> int:
+    text = str(value)                       # "Value(14)"
+    return int(text[text.index("(") + 1:-1])
+
+
+def dump(eg) -> Dump:
+    raw = eg._egraph
+    frozen = raw.freeze()
+    out = Dump()
+    convert = {"i64": raw.value_to_i64, "f64": raw.value_to_f64, "String": raw.value_to_string}
+    fns = frozen.functions
+    for name in ("labels", "dtype"):
+        table = getattr(out, name)
+        for row in fns[name].rows:
+            table[_class_id(row.inputs[0])] = raw.value_to_i64(row.output)
+    pending = []
+    for name, (kinds, n_kids) in SIGNATURES.items():
+        fn = fns.get(name)
+        if fn is None:
+            continue
+        for row in fn.rows:
+            if row.subsumed:
+                continue
+            attrs = tuple(convert[k](v) for k, v in zip(kinds, row.inputs[:len(kinds)]))
+            kids = tuple(_class_id(v) for v in row.inputs[len(kinds):])
+            pending.append((_class_id(row.output), name, attrs, kids))
+    for cls, name, attrs, kids in pending:
+        node = GNode(name, attrs, kids, out.labels.get(cls, -1), out.dtype.get(cls, -1))
+        out.classes.setdefault(cls, []).append(node)
+    for name, fn in fns.items():
+        if fn.is_let_binding and fn.rows:
+            out.lets[name] = _class_id(fn.rows[0].output)
+    return out
+
+
+@dataclass
+class Choice:
+    """One e-node per class, the candidate it makes from ``roots``, and its score."""
+
+    pick: dict[int, GNode]
+    estimate: Estimate | None
+
+    @property
+    def score(self) -> float:
+        return float("inf") if self.estimate is None else self.estimate.time_us
+
+
+def _valid(node: GNode) -> bool:
+    return node.labels >= 0 and node.dtype >= 0
+
+
+def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
+    """Bottom-up best e-node per class by a tree cost: the work of each node plus a kernel's
+    worth for each reduction (a seed for the search, not the score)."""
+    INF = float("inf")
+    best = {c: INF for c in d.classes}
+    pick: dict[int, GNode] = {}
+    launch = model.profile.kinds["reduction"].launch_us * 1e3
+
+    def local(node: GNode) -> float:
+        if node.op == "Leaf" or node.is_scalar:
+            return 0.0
+        space = d.labels.get(node.kids[0], 0) if node.op in REDUCTIONS else node.labels
+        return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + \
+            (launch if node.op in REDUCTIONS else 0.0)
+
+    changed = True
+    while changed:
+        changed = False
+        for c, nodes in d.classes.items():
+            for node in nodes:
+                if not _valid(node):
+                    continue
+                cost = local(node) + sum(best.get(k, INF) for k in node.kids)
+                if cost < best[c] - 1e-9:
+                    best[c], pick[c] = cost, node
+                    changed = True
+    return pick
+
+
+def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
+            budget_s: float = 0.5) -> tuple[Choice, Choice]:
+    """(best choice found, the original's choice). ``original`` is the input's e-node for each
+    of its classes."""
+    def evaluate(pick):
+        try:
+            nodes = _reachable(pick, roots)
+        except (KeyError, ValueError):
+            return None
+        if any(not _valid(n) for n in nodes.values()):
+            return None
+        try:
+            return model.estimate(nodes, roots)
+        except ValueError:
+            return None
+
+    base = Choice(dict(original), evaluate(original))
+    greedy = _additive(d, model)
+    start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
+    current = Choice(start_pick, evaluate(start_pick))
+    if base.score <= current.score:
+        current = Choice({**start_pick, **original}, base.estimate)
+    deadline = time.perf_counter() + budget_s
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        try:
+            reach = _reachable(current.pick, roots)
+        except (KeyError, ValueError):
+            break
+        for c in reach:
+            for alt in d.classes.get(c, ()):
+                if alt == current.pick.get(c) or not _valid(alt):
+                    continue
+                trial = dict(current.pick)
+                trial[c] = alt
+                est = evaluate(trial)
+                if est is not None and est.time_us < current.score - 1e-6:
+                    current = Choice(trial, est)
+                    improved = True
+                    break
+            if improved or time.perf_counter() >= deadline:
+                break
+    return current, base
+
+
+def _reachable(pick: dict[int, GNode], roots: list[int]) -> dict[int, GNode]:
+    nodes: dict[int, GNode] = {}
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c in nodes:
+            continue
+        nodes[c] = pick[c]
+        stack.extend(pick[c].kids)
+    _topological(nodes, roots)                # raises on a cycle
+    return nodes
+
+
+def to_term_graph(pick: dict[int, GNode], roots: list[int]) -> tuple[TermGraph, dict[int, int]]:
+    """The chosen candidate as a TermGraph; returns it and class -> term id."""
+    nodes = _reachable(pick, roots)
+    graph, tid = TermGraph(), {}
+    for c in _topological(nodes, roots):
+        n = nodes[c]
+        tid[c] = graph.add(n.op, n.attrs, tuple(tid[k] for k in n.kids))
+    return graph, tid

@@ -1,0 +1,102 @@
+"""Fusion IR -> a live nvFuser FusionDefinition, through either of nvFuser's frontends.
+
+``nvfuser`` is the classic frontend (up to 0.2.35); ``nvfuser_direct`` is the only one from
+0.2.36 on. Direct takes shapes as python lists (no ``define_vector(list)``) and has no
+``add_output(t, stride_order)``: an output's stride order goes through ``ops.stride_order``.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import FusionError
+from ..ir import Fusion
+from .replay import replay
+
+FRONTENDS = ("nvfuser", "nvfuser_direct")
+
+
+def load_frontend(frontend: str | None = None):
+    """The nvFuser module: ``frontend`` if given, else classic ``nvfuser`` if it imports, else
+    ``nvfuser_direct``. A FusionError names what is missing."""
+    names = [frontend] if frontend else list(FRONTENDS)
+    for name in names:
+        if name not in FRONTENDS:
+            raise FusionError(f"unknown nvFuser frontend {name!r}; expected one of {FRONTENDS}")
+    errors = []
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except Exception as err:  # ImportError, or a CUDA/ABI error raised while importing
+            errors.append(f"{name}: {type(err).__name__}: {err}")
+    raise FusionError("nvFuser is not available (" + "; ".join(errors) + "). Install an nvFuser wheel "
+                      "matching your CUDA torch, e.g. pip install nvfuser-cu130-torch210")
+
+
+class _DirectAdapter:
+    """nvfuser_direct's FusionDefinition, taking the calls that the classic one takes."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        self.ops = fd.ops
+
+    def define_tensor(self, **kwargs):
+        return self._fd.define_tensor(**kwargs)
+
+    def define_scalar(self, *args, **kwargs):
+        return self._fd.define_scalar(*args, **kwargs)
+
+    def add_output(self, value, alias_input=None, stride_order=None):
+        if alias_input is not None:
+            return self._fd.add_output(value, alias_input)
+        if stride_order is not None:
+            value = self._fd.ops.stride_order(value, stride_order=stride_order)
+        return self._fd.add_output(value)
+
+
+class _DtypeAdapter:
+    """Passes eqsat's DataType values to nvFuser as nvFuser's own."""
+
+    def __init__(self, target, module):
+        self._target = target
+        self._dtypes = module.DataType
+        self.ops = _OpsAdapter(target.ops, self._convert)
+
+    def _convert(self, value):
+        from ..dtypes import DataType
+
+        if isinstance(value, DataType):
+            return getattr(self._dtypes, value.name)
+        if isinstance(value, list):
+            return [self._convert(v) for v in value]
+        return value
+
+    def __getattr__(self, name):
+        method = getattr(self._target, name)
+
+        def call(*args, **kwargs):
+            return method(*[self._convert(a) for a in args], **{k: self._convert(v) for k, v in kwargs.items()})
+        return call
+
+
+class _OpsAdapter:
+    def __init__(self, ops, convert):
+        self._ops, self._convert = ops, convert
+
+    def __getattr__(self, name):
+        op = getattr(self._ops, name)
+
+        def call(*args, **kwargs):
+            return op(*[self._convert(a) for a in args], **{k: self._convert(v) for k, v in kwargs.items()})
+        return call
+
+
+def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
+    """A live nvFuser FusionDefinition computing ``fusion``."""
+    module = load_frontend(frontend)
+    direct = module.__name__ == "nvfuser_direct"
+    fd = module.FusionDefinition()
+    with fd:
+        target = _DirectAdapter(fd) if direct else fd
+        replay(fusion, _DtypeAdapter(target, module), vectors_as_lists=direct)
+    return fd

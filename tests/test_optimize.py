@@ -1,0 +1,148 @@
+"""optimize_fusion end to end: the two seeds, the API, the CLI."""
+import json
+
+import pytest
+import torch
+
+import eqsat
+from eqsat import FusionError, optimize_fusion
+from eqsat.cli import main
+from eqsat.compare import mismatch
+from eqsat.seeds import SEEDS
+
+
+def _ops(fusion):
+    return [n.op for n in fusion.nodes]
+
+
+@pytest.mark.parametrize("shape", [None, (4096, 2048, 1024)])
+def test_seed_one_sums_before_multiplying(shape):
+    seed = SEEDS["reduction_broadcast"]
+    inputs = seed.make_inputs(*shape, device="meta") if shape else seed.make_inputs()
+    opt = optimize_fusion(seed.model_ref, inputs)
+    assert opt.report.changed
+    ops = _ops(opt.fusion)
+    assert ops.index("sum") < ops.index("mul")
+    sum_node = next(n for n in opt.fusion.nodes if n.op == "sum")
+    assert sum_node.arg("arg").id == opt.fusion.inputs[0]         # sums x itself
+    assert opt.report.after.flops < opt.report.before.flops / 50   # the arithmetic drop
+    assert "sum" in opt.source.split("fd.ops.mul")[0]
+
+
+def test_seed_two_reduces_the_hidden_axis_first_inside_the_normalization_kernel():
+    seed = SEEDS["layernorm_amax"]
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(16384, 4096, device="meta"))
+    maxes = [n for n in opt.fusion.nodes if n.op == "max"]
+    assert [m.arg("dims") for m in maxes] == [(1,), (0,)]
+    after, before = opt.report.after, opt.report.before
+    assert after.bytes < before.bytes
+    norm = [k for k in after.kernels if k.kind == "normalization"]
+    assert len(norm) == 1 and "Max" in norm[0].ops and "Var" in norm[0].ops
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_optimized_seed_agrees_with_torch_and_the_original(name):
+    seed = SEEDS[name]
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs())
+    inputs = seed.make_inputs()
+    want = seed.torch_reference(*inputs)
+    want = want if isinstance(want, list) else [want]
+    for got, w in zip(opt.run_reference(inputs), want):
+        assert mismatch(got, w) is None
+
+
+def test_an_unprofitable_rewrite_is_not_made():
+    seed = SEEDS["reduction_broadcast"]
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(8, 8, 8))   # launch-bound: one kernel wins
+    assert not opt.report.changed and opt.fusion == opt.original
+    assert opt.report.after.time_us == opt.report.before.time_us
+
+
+def test_source_reingests_and_runs_the_same():
+    seed = SEEDS["layernorm_amax"]
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(256, 512, device="meta"))
+    again = eqsat.ingest(opt.source)
+    assert again == opt.fusion
+
+
+def test_reoptimizes_per_input_shape_and_caches():
+    seed = SEEDS["reduction_broadcast"]
+    opt = optimize_fusion(seed.model_ref)
+    small, large = seed.make_inputs(8, 8, 8, device="meta"), seed.make_inputs(512, 512, 512, device="meta")
+    a, b = opt.for_inputs(small), opt.for_inputs(large)
+    assert a is not b and opt.for_inputs(large) is b
+    assert not a.report.changed and b.report.changed
+
+
+def test_execute_and_to_nvfuser_say_what_is_missing():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here; the GPU tests cover execute")
+    opt = optimize_fusion(SEEDS["reduction_broadcast"].model_ref)
+    with pytest.raises(FusionError, match="CUDA"):
+        opt.execute(SEEDS["reduction_broadcast"].make_inputs())
+    try:
+        import nvfuser  # noqa: F401
+    except Exception:
+        with pytest.raises(FusionError, match="nvFuser is not available"):
+            opt.to_nvfuser()
+
+
+def test_inputs_that_do_not_match_are_rejected_with_the_line():
+    seed = SEEDS["reduction_broadcast"]
+    with pytest.raises(FusionError, match="dtype Float") as info:
+        optimize_fusion(seed.model_ref, [torch.zeros(2, 2, dtype=torch.float64), torch.zeros(2, 2)])
+    assert info.value.line is not None
+
+
+def test_profile_from_a_path_and_a_bad_profile(tmp_path):
+    from eqsat.profile import load_profile
+
+    good = tmp_path / "p.json"
+    data = {"host_us": 10, "kinds": {k: {"launch_us": 1, "bandwidth_GBps": 1000, "gflops": 1000}
+                                     for k in ("pointwise", "reduction", "normalization")}}
+    good.write_text(json.dumps(data))
+    opt = optimize_fusion(SEEDS["reduction_broadcast"].model_ref, profile=str(good))
+    assert opt.report.before.host_us == 10
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"host_us": 1}))
+    with pytest.raises(FusionError, match="not a cost-model profile"):
+        load_profile(str(bad))
+
+
+def _seed_file(tmp_path):
+    from eqsat.lowering import repro_source
+
+    seed = SEEDS["reduction_broadcast"]
+    path = tmp_path / "seed1.py"
+    path.write_text(repro_source(eqsat.from_function(seed.model_ref), seed.make_inputs(256, 256, 256)))
+    return path
+
+
+def test_cli_optimize_json(tmp_path, capsys):
+    assert main(["optimize", str(_seed_file(tmp_path)), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"before", "after", "rules", "source"}
+    assert set(out["before"]) == {"kernels", "bytes", "time_us"}
+    assert "sum-of-product-factor-right" in out["rules"]
+    assert out["after"]["time_us"] < out["before"]["time_us"]
+
+
+def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
+    path = _seed_file(tmp_path)
+    assert main(["check", str(path)]) == 0
+    import eqsat.optimize as optimize_module
+
+    real = optimize_module.optimize_fusion
+
+    def broken(*args, **kwargs):                 # an optimizer that changes the result
+        opt = real(*args, **kwargs)
+        def wrong(fd):
+            x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
+            b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
+            fd.add_output(fd.ops.mul(x, b))
+        opt.fusion = eqsat.from_function(wrong)
+        return opt
+
+    monkeypatch.setattr(optimize_module, "optimize_fusion", broken)
+    assert main(["check", str(path)]) == 1
+    assert "output 0" in capsys.readouterr().out
