@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from egglog import String, eq, f64, i64, rule, ruleset, set_
 
-from .egraph import (Abs, Add, Cast, Div, Exp, Extent, Int, Log, Max, Maximum, Mean, Min,
-                     Minimum, Mul, Neg, Num, Pow, Un, Bin, Tern, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub,
-                     Sum, Tanh, Term, Var, cast_dtype, dtype, float_code, floatify, floating,
-                     labels, nonneg, promote, sum_dtype)
+from .egraph import (Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Log, Max, Maximum, Mean, Min,
+                     Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub, Sum,
+                     Tanh, Tern, Term, Un, Var, cast_dtype, compute_dtype, dtype, float_code,
+                     floatify, floating, labels, nonneg, promote, sum_dtype)
 from .terms import WEAK_FLOAT, WEAK_INT
 
 analysis = ruleset(name="analysis")
 
-SAME_DTYPE_UNARY = (Neg, Abs, Relu)
+SAME_DTYPE_UNARY = (Abs, Relu)
 FLOAT_UNARY = (Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid)
 BINARY = (Add, Sub, Mul, Div, Maximum, Minimum, Pow)
 REDUCE = (Sum, Max, Min, Prod, Mean)
@@ -24,7 +24,7 @@ REDUCE = (Sum, Max, Min, Prod, Mean)
 @analysis.register
 def _labels(a: Term, b: Term, e: Term, la: i64, lb: i64, le: i64, r: i64, c: i64, d: i64, f: f64,
             s: String):
-    for u in SAME_DTYPE_UNARY + FLOAT_UNARY:
+    for u in SAME_DTYPE_UNARY + FLOAT_UNARY + (Neg,):
         yield rule(eq(la).to(labels(a)), u(a)).then(set_(labels(u(a))).to(la))
     for op in BINARY:
         yield rule(op(a, b), eq(la).to(labels(a)), eq(lb).to(labels(b))).then(
@@ -52,6 +52,8 @@ def _dtypes(a: Term, b: Term, da: i64, db: i64, dc: i64, r: i64, c: i64, d: i64,
         yield rule(u(a), eq(da).to(dtype(a))).then(set_(dtype(u(a))).to(da))
     for u in FLOAT_UNARY:
         yield rule(u(a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(set_(dtype(u(a))).to(dc))
+    # negation is arithmetic: bf16/fp16 come out in Float
+    yield rule(Neg(a), eq(da).to(dtype(a)), eq(dc).to(compute_dtype(da))).then(set_(dtype(Neg(a))).to(dc))
     for op in BINARY:
         yield rule(op(a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)), eq(dc).to(promote(da, db))).then(
             set_(dtype(op(a, b))).to(dc))

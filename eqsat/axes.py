@@ -97,8 +97,10 @@ def _example(t) -> Any:
     return _EXAMPLE_NUMBER.get(t.dtype, 1.0)
 
 
-def result_dtype(*operands) -> DataType:
-    """PyTorch's (and nvFuser's) promotion: scalars don't lift a tensor within its category."""
+def result_dtype(*operands, arithmetic: bool = False) -> DataType:
+    """nvFuser's promotion (seen on nvFuser 0.2.35): PyTorch's, where scalars don't lift a
+    tensor within its category, except that a floating scalar lifts integer and bool tensors to
+    Double, and ``arithmetic`` ops compute reduced-precision floats (bf16, fp16) in Float."""
     if not any(isinstance(o, TensorType) for o in operands):
         out = DataType.Bool
         for o in operands:
@@ -110,7 +112,14 @@ def result_dtype(*operands) -> DataType:
         result = result.dtype
     for extra in args[2:]:
         result = torch.result_type(torch.empty((1,), dtype=result), extra)
-    return dt.from_torch(result)
+    out = dt.from_torch(result)
+    tensors = [o.dtype for o in operands if isinstance(o, TensorType)]
+    if all(not dt.is_float(d) and d not in dt.COMPLEX_TYPES for d in tensors) and any(
+            not isinstance(o, TensorType) and dt.is_float(o.dtype) for o in operands):
+        out = DataType.Double
+    if arithmetic:
+        out = dt.compute_type(out)
+    return out
 
 
 def _promote_scalar(a: DataType, b: DataType) -> DataType:
@@ -307,6 +316,8 @@ class AxisInference:
             dtype = DataType.Bool
         elif node.op in UNARY_FLOAT_SET and not dt.is_float(t.dtype) and t.dtype not in dt.COMPLEX_TYPES:
             dtype = DataType.Float if isinstance(t, TensorType) else DataType.Double
+        elif node.op in UNARY_FLOAT_SET or node.op == "neg":
+            dtype = dt.compute_type(t.dtype)           # bf16/fp16 math is done (and kept) in Float
         else:
             dtype = t.dtype
         return self.elementwise([t], dtype)
@@ -316,7 +327,7 @@ class AxisInference:
         if node.op in BINARY_BOOL_SET:
             dtype = DataType.Bool
         else:
-            dtype = result_dtype(a, b)
+            dtype = result_dtype(a, b, arithmetic=node.op not in BITWISE_SET)
             if node.op == "truediv" and not dt.is_float(dtype) and dtype not in dt.COMPLEX_TYPES:
                 dtype = DataType.Float if any(isinstance(x, TensorType) for x in (a, b)) else DataType.Double
         return self.elementwise([a, b], dtype)
@@ -331,7 +342,7 @@ class AxisInference:
 
     def _cat_lerp(self, node, start, end, weight):
         ts = [self.t(start), self.t(end), self.t(weight)]
-        return self.elementwise(ts, result_dtype(*ts))
+        return self.elementwise(ts, result_dtype(*ts, arithmetic=True))
 
     def _cat_cast(self, node, arg, dtype):
         t = self.t(arg)
@@ -359,7 +370,8 @@ class AxisInference:
         return TensorType(dtype, self.reduced(t, dims, keepdim))
 
     def _float_of(self, t: TensorType) -> DataType:
-        return t.dtype if dt.is_float(t.dtype) or t.dtype in dt.COMPLEX_TYPES else DataType.Float
+        """var/welford's dtype: a float input's own; Double for integers and bools (nvFuser)."""
+        return t.dtype if dt.is_float(t.dtype) or t.dtype in dt.COMPLEX_TYPES else DataType.Double
 
     def _cat_var(self, node, arg, dims, correction, keepdim):
         t = self.tensor(arg)
@@ -615,6 +627,8 @@ class AxisInference:
 UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
 UNARY_FLOAT_SET = frozenset(opspec.UNARY_FLOAT.split())
 BINARY_BOOL_SET = frozenset(opspec.BINARY_BOOL.split())
+BITWISE_SET = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                         "bitwise_right_shift"})
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,12 @@ def is_float(dtype: DataType) -> bool:
     return dtype in FLOAT_TYPES
 
 
+def compute_type(dtype: DataType) -> DataType:
+    """The dtype nvFuser's arithmetic ops produce for operands of ``dtype``: Float for
+    reduced-precision floats, the dtype itself otherwise."""
+    return DataType.Float if dtype in HALF_TYPES else dtype
+
+
 def accumulation_type(dtype: DataType) -> DataType:
     """The dtype nvFuser reduces in: fp32 for half types, the dtype itself otherwise."""
     return DataType.Float if dtype in HALF_TYPES else dtype

@@ -99,6 +99,10 @@ def promote(a: i64Like, b: i64Like) -> i64: ...
 def floatify(a: i64Like) -> i64: ...
 
 
+@function(egg_fn="compute_dtype", merge=lambda old, new: old)
+def compute_dtype(a: i64Like) -> i64: ...
+
+
 @function(egg_fn="sum_dtype", merge=lambda old, new: old)
 def sum_dtype(a: i64Like) -> i64: ...
 
@@ -131,9 +135,9 @@ def dtype_tables(codes: set[int]) -> str:
     """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
     to, as egglog commands."""
     from . import dtypes as dt
+    from .axes import ScalarType, TensorType, result_dtype
     from .terms import (DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT,
                         scalar_code)
-    import torch
 
     weak_example = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}
     D = dt.DataType
@@ -146,10 +150,14 @@ def dtype_tables(codes: set[int]) -> str:
             return False
 
     def floatify_code(c):
+        """Float math (exp, rsqrt, mean...): integers to Float, bf16/fp16 computed in Float."""
         if c in weak_example:
             return WEAK_FLOAT if c in (WEAK_BOOL, WEAK_INT) else c
         d = DTYPES[c]
-        return c if dt.is_float(d) or d in dt.COMPLEX_TYPES else DTYPE_CODE[D.Float]
+        return DTYPE_CODE[dt.compute_type(d)] if dt.is_float(d) or d in dt.COMPLEX_TYPES else DTYPE_CODE[D.Float]
+
+    def compute_code(c):
+        return c if c in weak_example else DTYPE_CODE[dt.compute_type(DTYPES[c])]
 
     def sum_code(c):
         if c in weak_example:
@@ -157,14 +165,17 @@ def dtype_tables(codes: set[int]) -> str:
         d = DTYPES[c]
         return DTYPE_CODE[D.Int] if d in dt.INT_TYPES or d is D.Bool else c
 
+    def operand(c):
+        if c in weak_example:
+            return ScalarType({WEAK_BOOL: D.Bool, WEAK_INT: D.Int, WEAK_FLOAT: D.Double,
+                               WEAK_COMPLEX: D.ComplexDouble}[c])
+        return TensorType(DTYPES[c], ())
+
     def promote_code(a, b):
+        """Arithmetic promotion, as nvFuser does it (see axes.result_dtype)."""
         if a in weak_example and b in weak_example:
             return max(a, b)
-        if a in weak_example:
-            a, b = b, a
-        tensor = torch.empty((1,), dtype=dt.to_torch(DTYPES[a]))
-        other = weak_example[b] if b in weak_example else torch.empty((1,), dtype=dt.to_torch(DTYPES[b]))
-        return DTYPE_CODE[dt.from_torch(torch.result_type(tensor, other))]
+        return DTYPE_CODE[result_dtype(operand(a), operand(b), arithmetic=True)]
 
     exact_pairs = [(D.Half, D.Float), (D.Half, D.Double), (D.BFloat16, D.Float), (D.BFloat16, D.Double),
                    (D.Float, D.Double), (D.Float8_e4m3fn, D.Half), (D.Float8_e4m3fn, D.Float),
@@ -172,9 +183,11 @@ def dtype_tables(codes: set[int]) -> str:
                    (D.Int32, D.Int), (D.Int32, D.Double), (D.Bool, D.Float)]
     codes = {c for c in codes if c in weak_example or has_torch(c)}
     codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(weak_example)
+    codes |= {compute_code(c) for c in codes}
     lines = []
     for a in sorted(codes):
         lines.append(f"(set (floatify {a}) {floatify_code(a)})")
+        lines.append(f"(set (compute_dtype {a}) {compute_code(a)})")
         lines.append(f"(set (sum_dtype {a}) {sum_code(a)})")
         if a == WEAK_FLOAT or (a not in weak_example and dt.is_float(DTYPES[a])):
             lines.append(f"(float_code {a})")

@@ -22,7 +22,7 @@ from .axes import ScalarType, TensorType
 from .dtypes import DataType
 from .errors import FusionError
 from .ir import Fusion, Node
-from .opspec import OPS, bind_call
+from .opspec import OPS, UNARY_FLOAT, bind_call
 
 _UNARY = {
     "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
@@ -58,6 +58,32 @@ def _is_int(x) -> bool:
     if isinstance(x, torch.Tensor):
         return not x.dtype.is_floating_point and not x.dtype.is_complex
     return isinstance(x, (int, bool))
+
+
+_FLOAT_MATH = frozenset(UNARY_FLOAT.split())
+_NOT_ARITHMETIC = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                             "bitwise_right_shift"})
+
+
+def _upcast_half(t: torch.Tensor) -> torch.Tensor:
+    """nvFuser does bf16/fp16 arithmetic in (and returns) fp32."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) or t.dtype.itemsize == 1 and \
+        t.dtype.is_floating_point else t
+
+
+def _arithmetic_operands(a, b):
+    """Operands as nvFuser's arithmetic sees them: reduced-precision floats in fp32, and an
+    integer or bool tensor with a floating scalar in float64."""
+    tensors = [x for x in (a, b) if isinstance(x, torch.Tensor)]
+    if not tensors:
+        return a, b
+    a = _upcast_half(a) if isinstance(a, torch.Tensor) else a
+    b = _upcast_half(b) if isinstance(b, torch.Tensor) else b
+    if all(_is_int(t) for t in tensors) and any(isinstance(x, float) for x in (a, b)):
+        a = a.double() if isinstance(a, torch.Tensor) else a
+        b = b.double() if isinstance(b, torch.Tensor) else b
+    return a, b
 
 
 def _dims(dims, rank: int) -> list[int]:
@@ -108,9 +134,13 @@ class TorchOps:
     def _cat_unary(self, name, arg):
         if not isinstance(arg, torch.Tensor):
             return _scalar_result(_UNARY[name], arg)
+        if name in _FLOAT_MATH or name == "neg":
+            arg = _upcast_half(arg)
         return _UNARY[name](arg)
 
     def _cat_binary(self, name, arg1, arg2):
+        if name not in _NOT_ARITHMETIC:
+            arg1, arg2 = _arithmetic_operands(arg1, arg2)
         fn = _BINARY.get(name)
         if name == "div":
             fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if _is_int(arg1) and _is_int(arg2) \
@@ -139,7 +169,9 @@ class TorchOps:
         return torch.clamp(arg, min, max)
 
     def _cat_lerp(self, name, start, end, weight):
-        return torch.lerp(start, end, weight)
+        start, end = _arithmetic_operands(start, end)
+        weight = _upcast_half(weight) if isinstance(weight, torch.Tensor) else weight
+        return torch.lerp(start, end, weight.to(start.dtype) if isinstance(weight, torch.Tensor) else weight)
 
     def _cat_cast(self, name, arg, dtype):
         if isinstance(arg, torch.Tensor):
@@ -182,7 +214,7 @@ class TorchOps:
     @staticmethod
     def _as_float(arg):
         """A var/welford input in its accumulation dtype, and the dtype of the result."""
-        out = arg.dtype if arg.dtype.is_floating_point or arg.dtype.is_complex else torch.float32
+        out = arg.dtype if arg.dtype.is_floating_point or arg.dtype.is_complex else torch.float64
         acc = dt.to_torch(dt.accumulation_type(dt.from_torch(out))) if not out.is_complex else out
         return arg.to(acc), out
 

@@ -10,7 +10,8 @@ def run(fn, *inputs, **kw):
     return eqsat.run_fusion(eqsat.from_function(fn), list(inputs), **kw)
 
 
-def test_double_scalar_does_not_lift_a_float_tensor_but_lifts_an_int_one():
+def test_double_scalar_does_not_lift_a_float_tensor_but_lifts_an_int_one_to_double():
+    # as nvFuser 0.2.35 does it (probed on an H200): int32 * Double scalar -> float64
     def f(fd):
         a = fd.define_tensor(shape=[-1], dtype=DataType.Float)
         i = fd.define_tensor(shape=[-1], dtype=DataType.Int)
@@ -20,7 +21,7 @@ def test_double_scalar_does_not_lift_a_float_tensor_but_lifts_an_int_one():
 
     a, i = torch.ones(3), torch.arange(3)
     fa, fi = run(f, a, i)
-    assert fa.dtype == torch.float32 and fi.dtype == torch.float32
+    assert fa.dtype == torch.float32 and fi.dtype == torch.float64
     assert fi.tolist() == [0.0, 2.0, 4.0]
 
 
@@ -129,3 +130,17 @@ def test_random_ops_follow_the_seed():
     (a,), (b,), (c,) = run(f, seed=1), run(f, seed=1), run(f, seed=2)
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert 0.0 <= a.min() and a.max() <= 1.0
+
+
+def test_reduced_precision_arithmetic_comes_out_in_fp32():
+    # nvFuser 0.2.35: add/neg/exp of bf16 give fp32; abs, where and max keep bf16
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.BFloat16)
+        for t in (fd.ops.add(a, a), fd.ops.neg(a), fd.ops.exp(a), fd.ops.abs(a),
+                  fd.ops.where(fd.ops.gt(a, a), a, a), fd.ops.max(a, dims=[0])):
+            fd.add_output(t)
+
+    x = torch.randn(8).to(torch.bfloat16)
+    outs = run(f, x)
+    assert [o.dtype for o in outs] == [torch.float32] * 3 + [torch.bfloat16] * 3
+    torch.testing.assert_close(outs[0], x.float() * 2)
