@@ -38,19 +38,12 @@ def _caller_line() -> int | None:
     return None
 
 
-class Value:
-    """A value of a recorded definition (what ``fd.ops.*`` and ``define_*`` return)."""
+class Operators:
+    """Python operators on fd values, as nvFuser's Tensor and Scalar have them; ``_fd.ops``
+    does the work."""
 
-    kind = "?"
+    __slots__ = ()
 
-    def __init__(self, fd: "FusionDefinition", vid: int):
-        self._fd = fd
-        self.id = vid
-
-    def __repr__(self) -> str:
-        return f"{self.kind}{self.id}"
-
-    # Arithmetic operators, as nvFuser's Tensor and Scalar have them.
     def _bin(op, swap=False):  # noqa: N805
         def method(self, other):
             a, b = (other, self) if swap else (self, other)
@@ -74,6 +67,19 @@ class Value:
         return self._fd.ops.abs(self)
 
     __hash__ = object.__hash__
+
+
+class Value(Operators):
+    """A value of a recorded definition (what ``fd.ops.*`` and ``define_*`` return)."""
+
+    kind = "?"
+
+    def __init__(self, fd: "FusionDefinition", vid: int):
+        self._fd = fd
+        self.id = vid
+
+    def __repr__(self) -> str:
+        return f"{self.kind}{self.id}"
 
 
 class Tensor(Value):

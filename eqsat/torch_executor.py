@@ -21,6 +21,7 @@ from . import dtypes as dt
 from .axes import ScalarType, TensorType
 from .dtypes import DataType
 from .errors import FusionError
+from .frontend import Operators
 from .ir import Fusion, Node
 from .opspec import OPS, UNARY_FLOAT, bind_call
 
@@ -459,7 +460,7 @@ def _node_at_input(fusion: Fusion, count: int) -> Node | None:
     return inputs[count - 1] if 0 < count <= len(inputs) else None
 
 
-class EagerValue:
+class EagerValue(Operators):
     """A value of an :class:`EagerDefinition`: a torch tensor or number behind nvFuser's
     Tensor/Scalar interface (``.shape()``, ``.ndim``, operators)."""
 
@@ -476,21 +477,6 @@ class EagerValue:
     @property
     def ndim(self) -> int:
         return self.value.dim()
-
-    def _bin(op, swap=False):  # noqa: N805
-        def method(self, other):
-            a, b = (other, self) if swap else (self, other)
-            return getattr(self._fd.ops, op)(a, b)
-        return method
-
-    __add__, __radd__ = _bin("add"), _bin("add", True)
-    __sub__, __rsub__ = _bin("sub"), _bin("sub", True)
-    __mul__, __rmul__ = _bin("mul"), _bin("mul", True)
-    __truediv__, __rtruediv__ = _bin("div"), _bin("div", True)
-    del _bin
-
-    def __neg__(self):
-        return self._fd.ops.neg(self)
 
 
 def _unwrap(x):
