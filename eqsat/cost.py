@@ -141,9 +141,6 @@ class CostModel:
             for k in nodes[n].kids:
                 consumers.setdefault(k, []).append(n)
 
-        def group_space(g_nodes):
-            return [spaces[m] for m in g_nodes]
-
         members = {n: [n] for n in compute}
 
         def compatible(a, b):
@@ -153,7 +150,7 @@ class CostModel:
             if not ks:
                 return True
             (space, _), = ks
-            return all(s & ~space == 0 for s in group_space(members[a] + members[b]))
+            return all(spaces[m] & ~space == 0 for m in members[a] + members[b])
 
         def creates_cycle(a, b):
             """Would merging groups a and b put a kernel between two of its own parts?"""
@@ -228,7 +225,7 @@ class CostModel:
             if keys[g]:
                 (space, _), = keys[g]
                 reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
-                back = any(nodes[m].op not in REDUCTIONS and spaces_within(self, nodes, m, space)
+                back = any(nodes[m].op not in REDUCTIONS and self.space(nodes, m) == space
                            and _depends_on(nodes, m, reduced, ms_set) for m in ms)
                 kind = "normalization" if back else "reduction"
             consts = self.profile.kinds[kind]
@@ -239,11 +236,6 @@ class CostModel:
             est.kernels.append(Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t))
         est.kernels.sort(key=lambda k: -k.time_us)
         return est
-
-
-def spaces_within(model, nodes, m, space) -> bool:
-    """Node m is computed over the reduction's whole iteration space."""
-    return model.space(nodes, m) == space
 
 
 def _depends_on(nodes, m, targets, within) -> bool:

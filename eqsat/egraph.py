@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
-from .terms import SIGNATURES, TermGraph
+from .terms import SIGNATURES
 
 
 class Term(Expr, egg_sort="Term"):
@@ -123,12 +123,6 @@ CONSTRUCTORS = {
     "Min": Min, "Prod": Prod, "Mean": Mean, "Var": Var,
 }
 assert set(CONSTRUCTORS) == set(SIGNATURES)
-
-
-def to_expr(graph: TermGraph, tid: int, exprs: dict[int, Term]) -> Term:
-    """The egglog expression of term ``tid`` (children looked up in ``exprs``)."""
-    node = graph[tid]
-    return CONSTRUCTORS[node.op](*node.attrs, *(exprs[k] for k in node.kids))
 
 
 def dtype_tables(codes: set[int]) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..axes import ScalarType, TensorType
+from .. import dtypes as dt
 from ..dtypes import DataType
 from ..errors import FusionError
 from ..frontend import FusionDefinition, Tensor
@@ -206,8 +207,8 @@ class TermLowering:
             return Lowered(var if n.op == "Var" else mean, order)
         op = n.op.lower()
         handle = getattr(fd.ops, op)(x.handle, dims=dims) if dims else x.handle
-        integral = handle._type.dtype not in (DataType.Float, DataType.Double, DataType.Half,
-                                              DataType.BFloat16) and n.op in ("Sum", "Prod")
+        integral = not dt.is_float(handle._type.dtype) and handle._type.dtype not in dt.COMPLEX_TYPES \
+            and n.op in ("Sum", "Prod")
         if not dims and integral and handle._type.dtype is not DataType.Int:
             handle = fd.ops.cast(handle, dtype=DataType.Int)
         if absent and n.op == "Sum":
