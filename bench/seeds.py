@@ -2,16 +2,16 @@
 output and on the hand rewrite; torch eager; torch.compile. Time (CUDA events, warm-up, many
 runs), kernels (torch.profiler), and achieved bandwidth against a measured copy.
 
-    python bench/seeds.py [--runs 100] [--json out.json] [--quick]
+    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
+from gpu_timing import copy_bandwidth, kernel_count, time_us
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
@@ -21,45 +21,11 @@ SHAPES = {"reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
           "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)]}
 
 
-def time_us(fn, runs: int) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(samples)
-
-
-def kernels(fn) -> int:
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    nvf = [n for n in names if n.startswith("nvf")]
-    return len(nvf) if nvf else len(names)
-
-
-def copy_bandwidth() -> float:
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    t = time_us(lambda: y.copy_(x), 20)
-    return 2 * x.numel() / (t * 1e-6)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--json")
+    parser.add_argument("--png", help="plot of speedups over nvFuser as given (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="skip torch.compile")
     args = parser.parse_args(argv)
     bw = copy_bandwidth()
@@ -88,15 +54,73 @@ def main(argv=None) -> int:
                   f"{len(opt.report.after.kernels)} kernels)")
             for label, fn in runs.items():
                 t = time_us(fn, args.runs)
-                k = kernels(fn)
+                k = kernel_count(fn)
                 achieved = nbytes / (t * 1e-6)
                 print(f"  {label:24s} {t:9.1f} us  {k:3d} kernels  {achieved / bw * 100:5.1f}% of copy bandwidth")
                 rows.append({"seed": name, "shape": shape, "run": label, "us": t, "kernels": k,
                              "bandwidth_fraction": achieved / bw})
+    print("\n" + table(rows))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_bandwidth": bw, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bw, "rows": rows}, f, indent=1)
+    if args.png:
+        plot(rows, args.png)
     return 0
+
+
+def _cases(rows):
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        cases.setdefault((r["seed"], tuple(r["shape"])), {})[r["run"]] = r
+    return cases
+
+
+def table(rows) -> str:
+    """Speedup of each run over nvFuser as given, and eqsat against the hand rewrite."""
+    lines = [f"{'seed':20s} {'shape':>16s}  " + "  ".join(f"{n:>22s}" for n in _run_names(rows))
+             + "  eqsat/hand"]
+    for (seed, shape), runs in _cases(rows).items():
+        base = runs["nvFuser as given"]["us"]
+        cells = [f"{runs[n]['us']:9.1f} us {base / runs[n]['us']:6.2f}x" if n in runs else f"{'-':>22s}"
+                 for n in _run_names(rows)]
+        ratio = runs["nvFuser + eqsat"]["us"] / runs["nvFuser hand-rewritten"]["us"]
+        lines.append(f"{seed:20s} {'x'.join(map(str, shape)):>16s}  " + "  ".join(cells) + f"  {ratio:10.3f}")
+    return "\n".join(lines)
+
+
+def _run_names(rows):
+    names = []
+    for r in rows:
+        if r["run"] not in names:
+            names.append(r["run"])
+    return names
+
+
+def plot(rows, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = _cases(rows)
+    names = [n for n in _run_names(rows) if n != "nvFuser as given"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        xs, ys = [], []
+        for i, runs in enumerate(cases.values()):
+            if name in runs:
+                xs.append(i + j * width)
+                ys.append(runs["nvFuser as given"]["us"] / runs[name]["us"])
+        ax.bar(xs, ys, width, label=name)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+    ax.set_xticklabels([f"{s}\n{'x'.join(map(str, sh))}" for s, sh in cases], fontsize=8)
+    ax.set_ylabel("speedup over nvFuser as given")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

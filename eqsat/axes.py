@@ -23,7 +23,7 @@ import torch
 from . import dtypes as dt
 from .dtypes import DataType
 from .errors import FusionError
-from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Ref
+from .ir import SCALAR, TENSOR, Fusion, Node, Ref
 from . import opspec
 from .opspec import OPS
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 
 from .errors import FusionError
 

@@ -10,7 +10,6 @@ import torch
 
 from .axes import TensorType
 from .cost import CostModel, Estimate, GNode
-from .dtypes import DataType
 from .encode import encode
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
@@ -171,27 +170,9 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     prof = load_profile(profile)
     concrete = concrete_extents(fusion, inputs, extents, default_extent)
     names = tuple(select_rules(rules, reassociate=reassociate))
-    enc = encode(fusion, concrete)
-    notes = []
-    if enc.skipped:
-        notes.append(f"not optimized: {enc.skipped}")
-    s = session()
-    s.eg.push()
-    try:
-        prefix = s.fresh_prefix()
-        s.insert(enc, prefix)
-        sat = s.saturate(names, limits or Limits()) if not enc.skipped else None
-        d = dump(s.eg)
-    finally:
-        s.eg.pop()
-    cls = {tid: d.lets[f"${prefix}{tid}"] for tid in range(len(enc.graph.nodes))}
-    original: dict[int, GNode] = {}
-    for tid, node in enumerate(enc.graph.nodes):
-        c = cls[tid]
-        original.setdefault(c, GNode(node.op, node.attrs, tuple(cls[k] for k in node.kids),
-                                     d.labels.get(c, -1), d.dtype.get(c, -1)))
-    roots = sorted({cls[t] for t in enc.roots.values()})
-    model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of})
+    a = _analyse(fusion, concrete, prof, names, limits or Limits())
+    enc, d, cls, original, roots, model, sat = a.enc, a.dump, a.cls, a.original, a.roots, a.model, a.sat
+    notes = [f"not optimized: {enc.skipped}"] if enc.skipped else []
     best, base = extract(d, roots, original, model, budget_s=search_seconds)
     before = base.estimate or Estimate()
     result, after, changed = fusion, before, False
@@ -209,6 +190,54 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
                      "skipped"), time.perf_counter() - start, notes, credited)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key, frontend)
+
+
+@dataclass
+class _Analysis:
+    enc: Any
+    dump: Any
+    cls: dict
+    original: dict
+    roots: list
+    model: CostModel
+    sat: Any
+
+
+def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits | None) -> _Analysis:
+    """Encode, fill the e-graph, saturate (unless ``limits`` is None), dump; the input's own
+    choice as GNodes, and a cost model over the concrete extents."""
+    enc = encode(fusion, concrete)
+    s = session()
+    s.eg.push()
+    try:
+        prefix = s.fresh_prefix()
+        s.insert(enc, prefix)
+        rewrite = limits is not None and not enc.skipped
+        sat = s.saturate(names if rewrite else (), limits or Limits())   # analyses always run
+        d = dump(s.eg)
+    finally:
+        s.eg.pop()
+    cls = {tid: d.lets[f"${prefix}{tid}"] for tid in range(len(enc.graph.nodes))}
+    original: dict[int, GNode] = {}
+    for tid, node in enumerate(enc.graph.nodes):
+        c = cls[tid]
+        original.setdefault(c, GNode(node.op, node.attrs, tuple(cls[k] for k in node.kids),
+                                     d.labels.get(c, -1), d.dtype.get(c, -1)))
+    roots = sorted({cls[t] for t in enc.roots.values()})
+    model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of})
+    return _Analysis(enc, d, cls, original, roots, model, sat if rewrite else None)
+
+
+def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
+                    extents: dict[int, int] | None = None,
+                    default_extent: int = DEFAULT_EXTENT) -> Estimate:
+    """The cost model's estimate of a fusion as given (kernels, bytes, time), without rewriting."""
+    fusion = ingest(definition)
+    concrete = concrete_extents(fusion, inputs, extents, default_extent)
+    a = _analyse(fusion, concrete, load_profile(profile), (), None)
+    if a.enc.skipped:
+        raise FusionError(f"cannot estimate: {a.enc.skipped}")
+    return a.model.estimate(a.original, a.roots)
 
 
 def _credited_rules(pick, roots, original, fired) -> list[str]:

@@ -107,6 +107,8 @@ class TermGraph:
 
 
 def bits(mask: int) -> list[int]:
+    if mask < 0:
+        raise ValueError(f"label mask {mask} is negative (the class has no labels analysis)")
     out, b = [], 0
     while mask:
         if mask & 1:

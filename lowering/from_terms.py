@@ -16,9 +16,9 @@ from ..axes import ScalarType, TensorType
 from .. import dtypes as dt
 from ..dtypes import DataType
 from ..errors import FusionError
-from ..frontend import FusionDefinition, Tensor
+from ..frontend import FusionDefinition
 from ..ir import Fusion, Node, Ref
-from ..terms import DTYPES, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from ..terms import IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 from .replay import node_call
 
 

@@ -14,7 +14,7 @@ so what is verified is what runs.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from egglog import eq, i64, ne, union, var

@@ -15,7 +15,7 @@ from eqsat.lowering import fusion_source
 from eqsat.lowering.from_terms import lower_encoding
 from eqsat.torch_executor import EagerDefinition
 
-from conftest import CORPUS, corpus_files, corpus_meta_files, require_corpus
+from conftest import corpus_files, corpus_meta_files, require_corpus
 
 FILES = corpus_files()
 META = corpus_meta_files()

@@ -7,6 +7,7 @@ import torch
 
 import eqsat
 from eqsat.compare import mismatch
+from eqsat.devices import fresh_copies as _fresh, to_device
 from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.seeds import SEEDS
 
@@ -31,28 +32,8 @@ FRONTENDS = [pytest.param(name, marks=pytest.mark.skipif(not _frontend_available
 RANDOM_OPS = {"uniform", "normal"}
 
 
-def _copy(t: torch.Tensor, device) -> torch.Tensor:
-    """A copy on ``device`` with the same strides (expanded dims stay stride 0)."""
-    storage = t.untyped_storage()
-    base = t.new_empty(0).set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
-    return base.to(device, copy=True).as_strided(t.shape, t.stride(), t.storage_offset())
-
-
-def to_cuda(values, fusion=None):
-    """Inputs to the GPU with their strides kept; CPU scalar inputs (is_cpu) stay on the CPU."""
-    cpu = set()
-    if fusion is not None:
-        cpu = {i for i, v in enumerate(fusion.inputs) if fusion.producer[v].arg("is_cpu")}
-    return [_copy(t, "cpu" if i in cpu else "cuda") if isinstance(t, torch.Tensor) else t
-            for i, t in enumerate(values)]
-
-
-def _fresh(values):
-    return [_copy(t, t.device) if isinstance(t, torch.Tensor) else t for t in values]
-
-
 def _check(fusion, inputs, frontend, opt):
-    cuda = to_cuda(inputs, fusion)
+    cuda = to_device(inputs, "cuda", fusion)
     original = to_nvfuser(fusion, frontend).execute(_fresh(cuda))
     optimized = opt.for_inputs(cuda)
     got = optimized.to_nvfuser(frontend).execute(_fresh(cuda))
@@ -74,9 +55,9 @@ def test_seed_on_nvfuser(name, frontend):
     inputs = seed.make_inputs()
     opt = eqsat.optimize_fusion(fusion, inputs)
     _check(fusion, inputs, frontend, opt)
-    got = opt.execute(to_cuda(inputs)) if frontend == "nvfuser" else None
+    got = opt.execute(to_device(inputs)) if frontend == "nvfuser" else None
     if got is not None:
-        want = seed.torch_reference(*to_cuda(inputs))
+        want = seed.torch_reference(*to_device(inputs))
         want = want if isinstance(want, list) else [want]
         for g, w in zip(got, want):
             assert mismatch(g, w) is None

@@ -1,0 +1,263 @@
+"""Calibrate the cost model on this GPU: run microbenchmark fusions on nvFuser, fit the
+profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)`` and
+``eqsat optimize --profile PATH`` accept, and report how well it fits.
+
+    python bench/calibrate.py --out my_gpu.json [--raw raw.json]     # on a GPU with nvFuser
+    python bench/calibrate.py --fit raw.json --out my_gpu.json       # refit recorded measurements
+
+Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
+bound), inner, outer and full sums, a reduction of a broadcast product (compute bound),
+softmax and layer norm (persistent normalization), each from launch-bound to bandwidth-bound
+sizes. For each: the time of one ``execute`` (CUDA events, median), the kernels nvFuser runs
+(torch.profiler, their device time), and the cost model's prediction of the same fusion.
+
+The fit, per kernel kind of the cost model (pointwise, reduction, normalization): launch_us,
+bandwidth_GBps and gflops minimising the squared relative error of
+``launch + max(bytes / bandwidth, flops / throughput)`` against each kernel's device time,
+over the microbenchmarks whose predicted kernel count equals nvFuser's; host_us is the median
+of (execute time - kernel time) over the launch-bound ones.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import eqsat
+from eqsat.dtypes import DataType
+from eqsat.profile import KINDS, load_profile
+from eqsat.seeds import reduction_broadcast_ref
+
+F32 = DataType.Float
+
+
+def _tensor(fd, rank, dtype=F32):
+    return fd.define_tensor(shape=[-1] * rank, contiguity=[True] * rank, dtype=dtype)
+
+
+def pointwise(fd):
+    a, b = _tensor(fd, 1), _tensor(fd, 1)
+    fd.add_output(fd.ops.add(fd.ops.mul(a, b), a))
+
+
+def mul_add_chain(fd, length=128):
+    x = _tensor(fd, 1)
+    y = x
+    for i in range(length):
+        y = fd.ops.add(fd.ops.mul(y, fd.define_scalar(1.0001, dtype=DataType.Double)),
+                       fd.define_scalar(0.5 / (i + 1), dtype=DataType.Double))
+    fd.add_output(y)
+
+
+def inner_sum(fd):
+    fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=[1]))
+
+
+def outer_sum(fd):
+    fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=[0]))
+
+
+def full_sum(fd):
+    fd.add_output(fd.ops.sum(_tensor(fd, 1), dims=[0]))
+
+
+def broadcast_product_sum(fd):
+    """sum_k x[i,k] * b[i,j]: N*K*J multiply-adds in one reduction kernel."""
+    reduction_broadcast_ref(fd)
+
+
+def softmax(fd):
+    x = _tensor(fd, 2)
+    shape = fd.ops.shape(x)
+    m = fd.ops.broadcast_in_dim(fd.ops.max(x, dims=[1]), shape=shape, broadcast_dims=[0])
+    e = fd.ops.exp(fd.ops.sub(x, m))
+    s = fd.ops.broadcast_in_dim(fd.ops.sum(e, dims=[1]), shape=shape, broadcast_dims=[0])
+    fd.add_output(fd.ops.div(e, s))
+
+
+def layer_norm(fd):
+    x = _tensor(fd, 2)
+    shape = fd.ops.shape(x)
+    var, mean = fd.ops.var_mean(x, dims=[1], correction=0)
+    rstd = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5, dtype=DataType.Double)))
+    y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0])),
+                   fd.ops.broadcast_in_dim(rstd, shape=shape, broadcast_dims=[0]))
+    fd.add_output(y)
+
+
+def _sizes_1d():
+    return [(1 << p,) for p in range(12, 29, 2)]
+
+
+def _sizes_2d(columns):
+    return [((1 << p) // columns, columns) for p in range(14, 29, 2) if (1 << p) >= columns]
+
+
+def microbenchmarks():
+    """(name, definition, shapes of each input)."""
+    out = []
+    for (n,) in _sizes_1d():
+        out.append(("pointwise", pointwise, [(n,), (n,)]))
+        out.append(("full_sum", full_sum, [(n,)]))
+    for (n,) in [(1 << p,) for p in (16, 20, 22, 24, 26)]:
+        out.append(("mul_add_chain", mul_add_chain, [(n,)]))
+    for columns in (1024, 8192):
+        for r, c in _sizes_2d(columns):
+            out.append((f"inner_sum_c{columns}", inner_sum, [(r, c)]))
+            out.append((f"outer_sum_c{columns}", outer_sum, [(r, c)]))
+            out.append((f"softmax_c{columns}", softmax, [(r, c)]))
+            out.append((f"layer_norm_c{columns}", layer_norm, [(r, c)]))
+    for n in (64, 128, 256, 512, 768, 1024):
+        out.append(("broadcast_product_sum", broadcast_product_sum, [(n, n), (n, n)]))
+    return out
+
+
+def measure(runs: int) -> list[dict]:
+    import torch
+    from gpu_timing import profile_kernels, time_us
+    from eqsat.lowering.nvfuser import to_nvfuser
+
+    records = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for name, fn, shapes in microbenchmarks():
+        inputs = [torch.randn(*s, device="cuda", generator=gen) for s in shapes]
+        fusion = eqsat.from_function(fn)
+        fd = to_nvfuser(fusion)
+        t = time_us(lambda: fd.execute(inputs), runs, max_seconds=1.0)
+        kernels = profile_kernels(lambda: fd.execute(inputs), repeats=5)
+        est = eqsat.estimate_fusion(fusion, inputs)
+        records.append({
+            "name": name, "shapes": shapes, "execute_us": t,
+            "kernels": [{"name": k.name, "us": k.us} for k in kernels],
+            "predicted": [{"kind": k.kind, "bytes": k.bytes, "flops": k.flops} for k in est.kernels],
+        })
+        print(f"  {name:24s} {'x'.join(map(str, shapes[0])):>14s} {t:9.1f} us, "
+              f"{len(kernels)} kernel(s) {sum(k.us for k in kernels):9.1f} us, predicted {len(est.kernels)}",
+              flush=True)
+    return records
+
+
+def _kernel_time(launch, bw, gf, nbytes, flops):
+    return launch + np.maximum(nbytes / (bw * 1e3), flops / (gf * 1e3))
+
+
+def fit_kind(samples: list[tuple[float, float, float]]) -> tuple[dict, dict]:
+    """Constants minimising the squared relative error over (bytes, flops, us) samples, by a
+    log-spaced grid search refined twice around the best point."""
+    b = np.array([s[0] for s in samples], dtype=float)
+    f = np.array([s[1] for s in samples], dtype=float)
+    t = np.array([s[2] for s in samples], dtype=float)
+    launch = np.linspace(0.5, 12.0, 47)
+    bws = np.geomspace(500, 6000, 60)
+    gfs = np.geomspace(500, 120000, 60)
+    best = None
+    for _ in range(3):
+        L, B, G = np.meshgrid(launch, bws, gfs, indexing="ij")
+        pred = _kernel_time(L[..., None], B[..., None], G[..., None], b, f, )
+        err = ((pred / t - 1.0) ** 2).sum(-1)
+        i = np.unravel_index(np.argmin(err), err.shape)
+        best = (float(L[i]), float(B[i]), float(G[i]))
+        launch = np.linspace(max(0.1, best[0] - 1.0), best[0] + 1.0, 21)
+        bws = np.geomspace(best[1] / 1.2, best[1] * 1.2, 21)
+        gfs = np.geomspace(best[2] / 1.5, best[2] * 1.5, 21)
+    rel = np.abs(_kernel_time(*best, b, f) / t - 1.0)
+    consts = {"launch_us": round(best[0], 3), "bandwidth_GBps": round(best[1], 1), "gflops": round(best[2], 1)}
+    quality = {"samples": len(samples), "median_rel_error": round(float(np.median(rel)), 4),
+               "max_rel_error": round(float(rel.max()), 4)}
+    return consts, quality
+
+
+def fit(records: list[dict], device: str) -> tuple[dict, dict]:
+    """A profile (as a dict) and a fit report from microbenchmark records."""
+    per_kind: dict[str, list] = {k: [] for k in KINDS}
+    host = []
+    mismatched = []
+    for r in records:
+        nvf = [k for k in r["kernels"] if k["name"].startswith("nvf")] or r["kernels"]
+        if len(nvf) != len(r["predicted"]):
+            mismatched.append(f"{r['name']} {r['shapes'][0]}: predicted {len(r['predicted'])} kernels, "
+                              f"nvFuser ran {len(nvf)}")
+            continue
+        device_us = sum(k["us"] for k in nvf)
+        if len(nvf) == 1:
+            p = r["predicted"][0]
+            per_kind[p["kind"]].append((p["bytes"], p["flops"], nvf[0]["us"]))
+        if device_us < 15.0:
+            host.append(r["execute_us"] - device_us)
+    default = load_profile()
+    kinds, quality = {}, {}
+    for kind in KINDS:
+        if len(per_kind[kind]) >= 3:
+            kinds[kind], quality[kind] = fit_kind(per_kind[kind])
+        else:
+            c = default.kinds[kind]
+            kinds[kind] = {"launch_us": c.launch_us, "bandwidth_GBps": c.bandwidth_GBps, "gflops": c.gflops}
+            quality[kind] = {"samples": len(per_kind[kind]), "note": "too few samples; kept the default"}
+    host_us = round(statistics.median(host), 2) if host else default.host_us
+    profile = {"name": f"{device}, calibrated by bench/calibrate.py",
+               "source": f"bench/calibrate.py on {device}, {time.strftime('%Y-%m-%d')}: "
+                         f"{len(records)} microbenchmarks, {len(mismatched)} left out of the fit "
+                         "(kernel count differs from the prediction)",
+               "host_us": host_us, "kinds": kinds,
+               "special_function_weight": default.special_function_weight,
+               "fit": quality}
+    # end-to-end check: the whole model with the fitted profile against each execute time
+    prof = load_profile(profile)
+    rel = []
+    for r in records:
+        pred = prof.host_us + sum(_kernel_time(prof.kinds[p["kind"]].launch_us, prof.kinds[p["kind"]].bandwidth_GBps,
+                                               prof.kinds[p["kind"]].gflops, p["bytes"], p["flops"])
+                                  for p in r["predicted"])
+        rel.append(abs(pred / r["execute_us"] - 1.0))
+    report = {"per_kind": quality, "host_us_samples": len(host),
+              "execute_time_rel_error": {"median": round(float(np.median(rel)), 4),
+                                         "p90": round(float(np.quantile(rel, 0.9)), 4),
+                                         "max": round(float(max(rel)), 4)},
+              "left_out": mismatched}
+    profile["fit"] = {**quality, "execute_time_rel_error": report["execute_time_rel_error"]}
+    return profile, report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="profile JSON to write")
+    parser.add_argument("--raw", help="also write the raw measurements here")
+    parser.add_argument("--fit", metavar="RAW", help="fit recorded measurements instead of measuring")
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args(argv)
+    if args.fit:
+        with open(args.fit) as f:
+            raw = json.load(f)
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("calibrate.py measures on a CUDA GPU with nvFuser; none is available here "
+                  "(use --fit RAW to refit recorded measurements)", file=sys.stderr)
+            return 2
+        device = torch.cuda.get_device_name(0)
+        print(f"measuring on {device}")
+        raw = {"device": device, "host": platform.node(), "records": measure(args.runs)}
+        if args.raw:
+            with open(args.raw, "w") as f:
+                json.dump(raw, f, indent=1)
+    profile, report = fit(raw["records"], raw["device"])
+    with open(args.out, "w") as f:
+        json.dump(profile, f, indent=2)
+        f.write("\n")
+    print(f"\nwrote {args.out}: host {profile['host_us']} us")
+    for kind in KINDS:
+        print(f"  {kind:14s} {profile['kinds'][kind]}  fit {report['per_kind'][kind]}")
+    print(f"  execute time, relative error over all microbenchmarks: {report['execute_time_rel_error']}")
+    for line in report["left_out"]:
+        print(f"  left out: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Every corpus fusion on nvFuser, as given vs optimized: time, kernels, predicted vs actual
+kernel count, predicted vs measured time.
+
+    python bench/corpus.py [--corpus DIR] [--json out.json] [--only NAME ...]   # on a GPU
+    python bench/corpus.py --predict out.json [--profile P]   # CPU: re-predict, compare to a recorded run
+
+The second form recomputes the cost model's predictions for a recorded run (no GPU needed), so
+the segmentation model and a profile can be checked against nvFuser's real kernel counts and
+times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+import traceback
+
+import eqsat
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus"))
+SLOWER = 1.03        # target: no fusion slower than as given by more than 3%
+
+
+def corpus_paths(corpus: pathlib.Path, only) -> list[pathlib.Path]:
+    paths = sorted(corpus.glob("*.py"))
+    if only:
+        paths = [p for p in paths if p.stem in set(only)]
+    return paths
+
+
+def _measure(fd, inputs, runs):
+    from gpu_timing import profile_kernels, time_us
+
+    # an output aliased to an input is written into it each run: the values drift, the work does not
+    t = time_us(lambda: fd.execute(inputs), runs, max_seconds=0.5)
+    kernels = profile_kernels(lambda: fd.execute(inputs))
+    nvf = [k for k in kernels if k.is_nvfuser]
+    return {"us": t, "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
+            "kernel_names": [k.name for k in kernels], "kernel_us": [round(k.us, 2) for k in kernels]}
+
+
+def run_one(path: pathlib.Path, runs: int, profile) -> dict:
+    import torch
+    from eqsat.compare import mismatch
+    from eqsat.devices import fresh_copies, to_device
+    from eqsat.lowering.nvfuser import to_nvfuser
+
+    repro = eqsat.from_file(path)
+    opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile)
+    rep = opt.report
+    row = {"name": path.stem, "changed": rep.changed, "optimizer_ms": round(rep.seconds * 1e3, 1),
+           "predicted_before": rep.before.summary(), "predicted_after": rep.after.summary(),
+           "rules": rep.rules}
+    cuda = to_device(repro.inputs, "cuda", repro.fusion)
+    given = to_nvfuser(repro.fusion)
+    row["given"] = _measure(given, cuda, runs)
+    if rep.changed:
+        ours = opt.to_nvfuser()
+        row["optimized"] = _measure(ours, cuda, runs)
+        random = any(n.op in ("uniform", "normal") for n in repro.fusion.nodes)
+        if not random:
+            a = given.execute(fresh_copies(cuda))
+            b = ours.execute(fresh_copies(cuda))
+            bad = [f"output {i}: {m}" for i, (x, y) in enumerate(zip(a, b)) if (m := mismatch(y, x))]
+            row["mismatch"] = bad
+    else:
+        row["optimized"] = row["given"]
+    row["speedup"] = row["given"]["us"] / row["optimized"]["us"]
+    torch.cuda.synchronize()
+    return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    ok = [r for r in rows if "error" not in r]
+    changed = [r for r in ok if r["changed"]]
+    slower = [r["name"] for r in changed if r["optimized"]["us"] > SLOWER * r["given"]["us"]]
+    kc_before = [r for r in ok if r["predicted_before"]["kernels"] == r["given"]["kernels"]]
+    kc_after = [r for r in ok if r["predicted_after"]["kernels"] == r["optimized"]["kernels"]]
+    time_err = [abs(r["predicted_before"]["time_us"] / r["given"]["us"] - 1) for r in ok]
+    return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
+            "changed": len(changed), "slower_than_given_by_3pct": slower,
+            "mismatches": [r["name"] for r in changed if r.get("mismatch")],
+            "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
+            "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
+            "time_rel_error_given": {"median": round(statistics.median(time_err), 3) if time_err else None,
+                                     "p90": round(sorted(time_err)[int(0.9 * (len(time_err) - 1))], 3)
+                                     if time_err else None}}
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'fusion':44s} {'given us':>9s} {'eqsat us':>9s} {'speedup':>7s}  kernels (pred/actual)  "
+             f"time pred/actual"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['name']:44s} error: {r['error'].splitlines()[-1][:80]}")
+            continue
+        g, o = r["given"], r["optimized"]
+        kb = f"{r['predicted_before']['kernels']}/{g['kernels']}"
+        ka = f"{r['predicted_after']['kernels']}/{o['kernels']}"
+        lines.append(f"{r['name']:44s} {g['us']:9.1f} {o['us']:9.1f} {r['speedup']:7.2f}  "
+                     f"{kb:>5s} -> {ka:<5s}{'*' if r['changed'] else ' '}          "
+                     f"{r['predicted_before']['time_us'] / g['us']:5.2f}")
+    return "\n".join(lines)
+
+
+def repredict(path: str, corpus: pathlib.Path, profile) -> int:
+    """Recompute predictions for a recorded run and compare with its measurements."""
+    with open(path) as f:
+        recorded = json.load(f)
+    rows = []
+    for r in recorded["rows"]:
+        if "error" in r:
+            rows.append(r)
+            continue
+        file = corpus / f"{r['name']}.py"
+        repro = eqsat.from_file(file, device="meta")
+        est = eqsat.estimate_fusion(repro.fusion, repro.inputs, profile=profile)
+        r = dict(r)
+        r["predicted_before"] = est.summary()
+        if not r["changed"]:
+            r["predicted_after"] = r["predicted_before"]
+        rows.append(r)
+        if est.summary()["kernels"] != r["given"]["kernels"]:
+            print(f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "
+                  f"{', '.join(n[:60] for n in r['given']['kernel_names'])}")
+    print(json.dumps(summarize(rows), indent=1))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=pathlib.Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--json")
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--profile", help="cost-model profile (default: the packaged one)")
+    parser.add_argument("--predict", metavar="RECORDED", help="re-predict a recorded run on the CPU")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in --json and run only the fusions it lacks")
+    args = parser.parse_args(argv)
+    if not args.corpus.is_dir():
+        print(f"no corpus at {args.corpus} (set --corpus or EQSAT_CORPUS)", file=sys.stderr)
+        return 2
+    if args.predict:
+        return repredict(args.predict, args.corpus, args.profile)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("corpus.py runs fusions on a CUDA GPU with nvFuser; none is available here", file=sys.stderr)
+        return 2
+    rows = []
+    if args.resume and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            rows = [r for r in json.load(f)["rows"] if "error" not in r]
+    done = {r["name"] for r in rows}
+    start = time.time()
+    device = torch.cuda.get_device_name(0)
+    for path in corpus_paths(args.corpus, args.only):
+        if path.stem in done:
+            continue
+        try:
+            rows.append(run_one(path, args.runs, args.profile))
+        except Exception as err:
+            rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
+        r = rows[-1]
+        msg = r.get("error", "").splitlines()[-1:] if "error" in r else \
+            [f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us, kernels {r['given']['kernels']} -> "
+             f"{r['optimized']['kernels']} (predicted {r['predicted_before']['kernels']} -> "
+             f"{r['predicted_after']['kernels']})"]
+        print(f"[{time.time() - start:6.1f}s] {path.stem}: {msg[0] if msg else ''}", flush=True)
+        torch.cuda.empty_cache()
+        if args.json:        # after every fusion: a run cut short keeps what it measured
+            _write(args.json, device, rows)
+    print("\n" + table(rows) + "\n\n" + json.dumps(summarize(rows), indent=1))
+    return 0
+
+
+def _write(path, device, rows):
+    rows = sorted(rows, key=lambda r: r["name"])
+    with open(path, "w") as f:
+        json.dump({"device": device, "summary": summarize(rows), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

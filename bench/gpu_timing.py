@@ -1,0 +1,74 @@
+"""Timing helpers shared by the GPU benchmarks: CUDA-event medians, kernel lists from
+torch.profiler, and the device's copy bandwidth."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+
+def time_us(fn, runs: int = 50, warmup: int = 5, max_seconds: float | None = None) -> float:
+    """Median wall time of ``fn()`` in µs between CUDA events, after ``warmup`` calls; stops
+    early (after at least 10 runs) once ``max_seconds`` of samples are taken."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+        if max_seconds is not None and len(samples) >= 10 and sum(samples) * 1e-6 > max_seconds:
+            break
+    return statistics.median(samples)
+
+
+@dataclass
+class KernelRun:
+    name: str
+    us: float
+
+    @property
+    def is_nvfuser(self) -> bool:
+        return self.name.startswith("nvf")
+
+
+def profile_kernels(fn, repeats: int = 1) -> list[KernelRun]:
+    """The CUDA kernels one call of ``fn`` launches (memcpy/memset excluded), in launch order;
+    with ``repeats`` > 1 each kernel's time is the median over that many profiled calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    per_call: list[list[KernelRun]] = []
+    for _ in range(repeats):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        runs = [KernelRun(e.name, e.time_range.elapsed_us()) for e in prof.events()
+                if e.device_type == torch.autograd.DeviceType.CUDA
+                and not e.name.lower().startswith(("memcpy", "memset"))]
+        per_call.append(sorted(runs, key=lambda k: k.name))
+    if repeats == 1 or len({len(r) for r in per_call}) != 1:
+        return per_call[0]
+    return [KernelRun(r[0].name, statistics.median(k.us for k in r)) for r in zip(*per_call)]
+
+
+def kernel_count(fn) -> int:
+    """nvFuser's kernels (names starting ``nvf``) one call launches; all kernels where there
+    are none of nvFuser's (torch eager, torch.compile)."""
+    runs = profile_kernels(fn)
+    nvf = [k for k in runs if k.is_nvfuser]
+    return len(nvf) if nvf else len(runs)
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write of 1 GiB)."""
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    t = time_us(lambda: y.copy_(x), 20)
+    return 2 * x.numel() / (t * 1e-6)
