@@ -134,6 +134,7 @@ class AxisInference:
     def __init__(self):
         self._parent: dict[int, int] = {}
         self._extent: dict[int, int | None] = {}
+        self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
         self.types: dict[int, Any] = {}
         self._node: Node | None = None
 
@@ -378,6 +379,10 @@ class AxisInference:
         return TensorType(self._float_of(t), self.reduced(t, dims, keepdim))
 
     def _cat_var_mean(self, node, arg, dims, correction, keepdim):
+        t = self.tensor(arg)
+        if t.dtype in dt.HALF_TYPES:
+            self.fail(f"var_mean of {t.dtype.name} is not supported by nvFuser; cast the input to "
+                      f"Float first (fd.ops.cast(x, dtype=DataType.Float))")
         out = self._cat_var(node, arg, dims, correction, keepdim)
         return [out, out]
 
@@ -482,9 +487,11 @@ class AxisInference:
         if numel is not None and None not in extents and -1 not in extents and math.prod(extents) != numel:
             self.fail(f"cannot reshape {numel} elements into new_shape {extents}")
         dims = []
-        for e in extents:
+        for e, item in zip(extents, items):
             e = None if e == -1 else e
             dims.append(Dim(self.new_label(1), True) if e == 1 else Dim(self.new_label(e)))
+            if e is None and item.extent_of is not None:     # new_shape=[..., fd.ops.size(x, i), ...]
+                self.same_extent.append((dims[-1].label, item.extent_of))
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_size(self, node, arg, dim):
@@ -620,8 +627,9 @@ class AxisInference:
             return t if t.items is None else VectorType(tuple(fix(i) for i in t.items))
 
         types = {v: fix(t) for v, t in self.types.items()}
+        same = tuple((lab(a), lab(b)) for a, b in self.same_extent)
         extents = {n: self._extent[root] for root, n in number.items()}
-        return Types(types, extents)
+        return Types(types, extents, same)
 
 
 UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
@@ -637,6 +645,7 @@ class Types:
 
     of: dict[int, Any]
     extents: dict[int, int | None]
+    same_extent: tuple[tuple[int, int], ...] = ()   # label pairs of equal (symbolic) extent
 
     def __getitem__(self, value_id: int):
         return self.of[value_id]
@@ -650,6 +659,10 @@ class Types:
                 for d, n in zip(t.dims, value.shape):
                     if not (d.broadcast and self.extents.get(d.label) == 1):
                         out.setdefault(d.label, int(n))
+        for _ in range(len(self.same_extent)):       # chains of reshapes
+            for a, b in self.same_extent:
+                if b in out and a not in out:
+                    out[a] = out[b]
         return out
 
 

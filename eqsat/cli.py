@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 from .errors import FusionError
+from .optimize import MIN_GAIN
 
 
 def _demo(args) -> int:
@@ -54,7 +54,7 @@ def _optimize_cmd(args) -> int:
 
     repro = _load_with_inputs(args.file, "meta")          # shapes are all the optimizer needs
     opt = optimize_fusion(repro.fusion, repro.inputs, profile=args.profile,
-                          reassociate=not args.no_reassociate)
+                          reassociate=not args.no_reassociate, min_gain=args.min_gain)
     if args.json:
         summary = opt.report.summary()
         keep = ("kernels", "bytes", "time_us")
@@ -159,6 +159,8 @@ def main(argv=None) -> int:
     opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
     opt.add_argument("--no-reassociate", action="store_true",
                      help="leave out rules that reorder floating-point sums and products")
+    opt.add_argument("--min-gain", type=float, default=MIN_GAIN,
+                     help=f"least predicted time saving (fraction) worth a change (default {MIN_GAIN})")
     opt.set_defaults(handler=_optimize_cmd)
     chk = sub.add_parser("check", help="run a repro file as given and optimized through the torch "
                                        "executor; exit 1 if they differ beyond dtype tolerance")

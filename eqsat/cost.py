@@ -5,12 +5,18 @@ count and bytes are not additive over nodes:
 
 1. **Segmentation.** Pointwise ops fuse with each other. A reduction joins a kernel only with
    reductions of the same key (the same reduced labels over the same iteration space: the
-   normalization pattern, nvFuser's persistent schedulers), and with the pointwise ops whose
-   iteration space lies within it (prologue, epilogue, broadcast back). Groups are merged
-   greedily along edges while they stay compatible and the kernel graph stays acyclic.
+   normalization pattern, nvFuser's persistent schedulers) or, once, with reductions over
+   the same space along the other, disjoint labels (nvFuser's inner-outer persistent kernel:
+   a norm backward's row and column sums), and with the pointwise ops whose iteration space
+   lies within it or has its size (a reshape of it): prologue, epilogue, broadcast back.
+   Groups are merged greedily along edges while they stay compatible and the kernel graph
+   stays acyclic. Ops eqsat keeps verbatim (reshape, slice, pad, cat, index_select, full,
+   random...) count as pointwise ops on their inputs; matmul/linear, welford, segment_set and
+   unknown ops are barriers (their outputs are read like inputs).
 2. **Bytes** per kernel: the tensors it reads (inputs, and intermediates another kernel
    wrote) and writes (roots, and intermediates another kernel reads). **Arithmetic**: one op
-   per element of each node's iteration space (special functions weigh more).
+   per element of each node's iteration space (special functions weigh more, casts nothing;
+   kept ops such as reshape count one, as data movement).
 3. **Time** = host cost + sum over kernels of (launch + max(bytes / bandwidth, flops /
    throughput)), with the constants of the kernel's kind from the profile.
 """
@@ -25,6 +31,10 @@ from .terms import DTYPES, REDUCTIONS, bits
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
+FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
+PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
+# kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
+BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
 
 
 @dataclass(frozen=True)
@@ -101,9 +111,21 @@ def _counted(ops):
 
 
 class CostModel:
-    def __init__(self, profile: Profile, extents: dict[int, int]):
+    def __init__(self, profile: Profile, extents: dict[int, int],
+                 links: dict[int, tuple[str, tuple[int, ...]]] | None = None):
         self.profile = profile
         self.extents = extents          # label bit -> extent
+        self.links = links or {}        # kept op's output class -> (op, input classes)
+
+    def linked(self, nodes: dict, links: dict | None = None) -> dict:
+        """``nodes`` with each kept op's output leaf as a pointwise node on its inputs."""
+        out = dict(nodes)
+        for c, (op, ins) in (self.links if links is None else links).items():
+            node = nodes.get(c)
+            if node is None or node.op != "Leaf" or op in BARRIERS:
+                continue
+            out[c] = GNode(f"Kept:{op}", node.attrs, tuple(k for k in ins if k in nodes), node.labels, node.dtype)
+        return out
 
     def numel(self, mask: int) -> int:
         return math.prod(self.extents.get(b, 1) for b in bits(mask))
@@ -119,8 +141,16 @@ class CostModel:
             return nodes[node.kids[0]].labels
         return node.labels
 
-    def estimate(self, nodes: dict, roots: list[int]) -> Estimate:
-        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted)."""
+    def estimate(self, nodes: dict, roots: list[int], links: dict | None = None) -> Estimate:
+        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``:
+        kept ops by node id, if not the model's own (which are by e-class)."""
+        if self.links or links:
+            try:
+                linked = self.linked(nodes, links)
+                _topological(linked, roots)
+                nodes = linked
+            except ValueError:          # a kept op's input made equal to its output: unlinked
+                pass
         order = _topological(nodes, roots)
         compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar]
         parent = {n: n for n in compute}
@@ -145,12 +175,18 @@ class CostModel:
 
         def compatible(a, b):
             ks = keys[a] | keys[b]
-            if len(ks) > 1:
-                return False
             if not ks:
                 return True
-            (space, _), = ks
-            return all(spaces[m] & ~space == 0 for m in members[a] + members[b])
+            if len(ks) > 2:
+                return False
+            if len(ks) == 2:        # inner-outer: the same space, reduced along disjoint labels
+                (s1, r1), (s2, r2) = ks
+                if s1 != s2 or r1 & r2:
+                    return False
+            space = next(iter(ks))[0]
+            size = self.numel(space)
+            return all(spaces[m] & ~space == 0 or self.numel(spaces[m]) == size
+                       for m in members[a] + members[b])
 
         def creates_cycle(a, b):
             """Would merging groups a and b put a kernel between two of its own parts?"""
@@ -185,23 +221,29 @@ class CostModel:
             keys[a] |= keys.pop(b)
             members[a] += members.pop(b)
 
-        # pointwise with pointwise first, then groups with reductions, along edges
-        for pointwise_only in (True, False):
+        # pointwise with pointwise first, then groups with reductions, along edges; then
+        # siblings (groups reading a common value: nvFuser segments one fusion, so independent
+        # parts stay in one kernel where they are compatible)
+        def merge_pairs(pairs, pointwise_only):
             changed = True
             while changed:
                 changed = False
-                for n in compute:
-                    for c in consumers.get(n, ()):
-                        if c not in parent:
-                            continue
-                        a, b = find(n), find(c)
-                        if a == b:
-                            continue
-                        if pointwise_only and (keys[a] or keys[b]):
-                            continue
-                        if compatible(a, b) and not creates_cycle(a, b):
-                            union(a, b)
-                            changed = True
+                for n, c in pairs:
+                    a, b = find(n), find(c)
+                    if a == b or (pointwise_only and (keys[a] or keys[b])):
+                        continue
+                    if compatible(a, b) and not creates_cycle(a, b):
+                        union(a, b)
+                        changed = True
+
+        edges = [(n, c) for n in compute for c in consumers.get(n, ()) if c in parent]
+        merge_pairs(edges, True)
+        merge_pairs(edges, False)
+        siblings = []
+        for v, users in consumers.items():
+            users = [u for u in users if u in parent]
+            siblings += [(users[0], u) for u in users[1:]]
+        merge_pairs(siblings, False)
         return self._kernels(nodes, order, compute, find, keys, members, consumers, set(roots))
 
     def _kernels(self, nodes, order, compute, find, keys, members, consumers, roots) -> Estimate:
@@ -213,7 +255,8 @@ class CostModel:
             flops = 0.0
             for m in ms:
                 node = nodes[m]
-                weight = self.profile.special_function_weight if node.op in SPECIAL else 1.0
+                weight = self.profile.special_function_weight if node.op in SPECIAL else \
+                    0.0 if node.op in FREE else 1.0
                 flops += self.numel(self.space(nodes, m)) * weight
                 for k in node.kids:
                     if k not in ms_set and not nodes[k].is_scalar:
@@ -222,7 +265,9 @@ class CostModel:
                 if m in roots or outside:
                     written.add(m)
             kind = "pointwise"
-            if keys[g]:
+            if len(keys[g]) == 2:
+                kind = "normalization"
+            elif keys[g]:
                 (space, _), = keys[g]
                 reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
                 back = any(nodes[m].op not in REDUCTIONS and self.space(nodes, m) == space
@@ -233,6 +278,14 @@ class CostModel:
             wbytes = sum(self.nbytes(nodes[w]) for w in written)
             t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                        flops / (consts.gflops * 1e3))
+            if len(keys[g]) == 2:
+                # inner-outer: the outer reduction goes through per-block partial results
+                # (written and read back, about one row of them per SM) and a second launch; the
+                # outer one is taken to be the reduction over the lower labels (the leading dims)
+                outer = [m for m in ms if nodes[m].op in REDUCTIONS
+                         and nodes[m].attrs[0] == min(r for _, r in keys[g])]
+                partial = 2 * PARTIAL_ROWS * sum(self.nbytes(nodes[m]) for m in outer)
+                t += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
             est.kernels.append(Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t))
         est.kernels.sort(key=lambda k: -k.time_us)
         return est

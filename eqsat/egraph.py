@@ -127,72 +127,30 @@ assert set(CONSTRUCTORS) == set(SIGNATURES)
 
 def dtype_tables(codes: set[int]) -> str:
     """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
-    to, as egglog commands."""
+    to, as egglog commands (the functions are in :mod:`eqsat.dtype_codes`)."""
     from . import dtypes as dt
-    from .axes import ScalarType, TensorType, result_dtype
-    from .terms import (DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT,
-                        scalar_code)
+    from .dtype_codes import (WEAK, compute_code, exact_widenings, floatify_code, has_torch,
+                              promote_code, sum_code)
+    from .terms import DTYPES, WEAK_FLOAT, scalar_code
 
-    weak_example = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}
-    D = dt.DataType
-
-    def has_torch(code):
-        try:
-            dt.to_torch(DTYPES[code])
-            return True
-        except ValueError:
-            return False
-
-    def floatify_code(c):
-        """Float math (exp, rsqrt, mean...): integers to Float, bf16/fp16 computed in Float."""
-        if c in weak_example:
-            return WEAK_FLOAT if c in (WEAK_BOOL, WEAK_INT) else c
-        d = DTYPES[c]
-        return DTYPE_CODE[dt.compute_type(d)] if dt.is_float(d) or d in dt.COMPLEX_TYPES else DTYPE_CODE[D.Float]
-
-    def compute_code(c):
-        return c if c in weak_example else DTYPE_CODE[dt.compute_type(DTYPES[c])]
-
-    def sum_code(c):
-        if c in weak_example:
-            return WEAK_INT if c in (WEAK_BOOL, WEAK_INT) else c
-        d = DTYPES[c]
-        return DTYPE_CODE[D.Int] if d in dt.INT_TYPES or d is D.Bool else c
-
-    def operand(c):
-        if c in weak_example:
-            return ScalarType({WEAK_BOOL: D.Bool, WEAK_INT: D.Int, WEAK_FLOAT: D.Double,
-                               WEAK_COMPLEX: D.ComplexDouble}[c])
-        return TensorType(DTYPES[c], ())
-
-    def promote_code(a, b):
-        """Arithmetic promotion, as nvFuser does it (see axes.result_dtype)."""
-        if a in weak_example and b in weak_example:
-            return max(a, b)
-        return DTYPE_CODE[result_dtype(operand(a), operand(b), arithmetic=True)]
-
-    exact_pairs = [(D.Half, D.Float), (D.Half, D.Double), (D.BFloat16, D.Float), (D.BFloat16, D.Double),
-                   (D.Float, D.Double), (D.Float8_e4m3fn, D.Half), (D.Float8_e4m3fn, D.Float),
-                   (D.Float8_e5m2, D.Half), (D.Float8_e5m2, D.Float), (D.Bool, D.Int32), (D.Bool, D.Int),
-                   (D.Int32, D.Int), (D.Int32, D.Double), (D.Bool, D.Float)]
-    codes = {c for c in codes if c in weak_example or has_torch(c)}
-    codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(weak_example)
+    codes = {c for c in codes if c in WEAK or has_torch(c)}
+    codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(WEAK)
     codes |= {compute_code(c) for c in codes}
     lines = []
     for a in sorted(codes):
         lines.append(f"(set (floatify {a}) {floatify_code(a)})")
         lines.append(f"(set (compute_dtype {a}) {compute_code(a)})")
         lines.append(f"(set (sum_dtype {a}) {sum_code(a)})")
-        if a == WEAK_FLOAT or (a not in weak_example and dt.is_float(DTYPES[a])):
+        if a == WEAK_FLOAT or (a not in WEAK and dt.is_float(DTYPES[a])):
             lines.append(f"(float_code {a})")
         for b in sorted(codes):
             try:
                 lines.append(f"(set (promote {a} {b}) {promote_code(a, b)})")
             except ValueError:      # a promotion nvFuser has no dtype for (complex half)
                 pass
-            if a not in weak_example:
-                lines.append(f"(set (cast_dtype {a} {b}) {scalar_code(DTYPES[a]) if b in weak_example else a})")
-    for narrow, wide in exact_pairs:
-        if DTYPE_CODE[narrow] in codes or DTYPE_CODE[wide] in codes:
-            lines.append(f"(widens {DTYPE_CODE[narrow]} {DTYPE_CODE[wide]})")
+            if a not in WEAK:
+                lines.append(f"(set (cast_dtype {a} {b}) {scalar_code(DTYPES[a]) if b in WEAK else a})")
+    for narrow, wide in exact_widenings():
+        if narrow in codes or wide in codes:
+            lines.append(f"(widens {narrow} {wide})")
     return "\n".join(lines)

@@ -35,6 +35,8 @@ class Encoding:
     labels: dict[int, int] = field(default_factory=dict)       # term -> label mask (leaves, generic ops)
     dtype: dict[int, int] = field(default_factory=dict)        # term -> dtype code (leaves, generic ops)
     order: dict[int, tuple[int, ...]] = field(default_factory=dict)   # term -> original label order (bits)
+    # boundary output leaf -> (op, terms of its tensor inputs): how the cost model sees a kept op
+    links: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     skipped: str | None = None                                 # why nothing was encoded
 
     @property
@@ -198,9 +200,13 @@ class _Encoder:
                 for r in node.refs():
                     if r.id in self.enc.term_of:
                         self.enc.roots[r.id] = self.enc.term_of[r.id]
+                ins = tuple(self.enc.term_of[r.id] for r in node.refs()
+                            if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType))
                 for v in node.outputs:
                     if isinstance(self.types[v], (TensorType, ScalarType)):
                         self.enc.term_of[v] = self.leaf(v)
+                        if not node.is_input and isinstance(self.types[v], TensorType):
+                            self.enc.links[self.enc.term_of[v]] = ("opaque" if node.opaque else node.op, ins)
                 continue
             for v, tid in zip(node.outputs, terms):
                 self.enc.term_of[v] = tid

@@ -1,5 +1,10 @@
 """``eqsat rules verify``: every rule's two sides, instantiated on random shapes, extents and
-values, evaluated through the torch executor's ops in float64, and compared.
+values, evaluated through the torch executor's ops, and compared.
+
+Each value carries its dtype code, computed as the e-graph's dtype analysis does
+(:mod:`eqsat.dtype_codes`: bf16/fp16 arithmetic gives Float, sums keep a float dtype...), and
+is rounded to that dtype after every op: a rule whose sides differ in dtype fails, and one
+that moves a rounding (a half-type sum where fp32 was accumulated) fails on its error.
 
 A rule's function is called with :class:`EvalNamespace`: its constructors evaluate
 named-axis tensors (a torch tensor and the labels of its dims) with the torch executor's
@@ -16,15 +21,23 @@ from dataclasses import dataclass
 
 import torch
 
+from .dtype_codes import WEAK, compute_code, exact_widenings, floatify_code, promote_code, sum_code
 from .dtypes import DataType
-from .terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, bits
+from .terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
 from .torch_executor import TorchOps
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
-_WIDENS = {(DataType.Half, DataType.Float), (DataType.Half, DataType.Double),
-           (DataType.BFloat16, DataType.Float), (DataType.BFloat16, DataType.Double),
-           (DataType.Float, DataType.Double)}
+_WIDENS = set(exact_widenings())
+_SAME_DTYPE = {"Abs", "Relu", "Max", "Min"}
+_FLOAT_MATH = {"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Mean", "Var"}
+
+
+def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
+    """``t`` (float64) rounded to the dtype of ``code`` (weak scalars stay float64)."""
+    if code in WEAK or DTYPES[code] in (DataType.Double,):
+        return t
+    return t.to(_torch_dtype(DTYPES[code])).to(torch.float64)
 
 
 @dataclass
@@ -65,16 +78,17 @@ class EvalNamespace:
             order += [l for l in x.labels if l not in order]
         order = tuple(order)
         out = fn(*(x.aligned(order) for x in xs))
-        return Named(out, order, dtype if dtype is not None else xs[0].dtype)
+        code = dtype if dtype is not None else xs[0].dtype
+        return Named(_rounded(out, code), order, code)
 
     def Num(self, f):
         return Named(torch.tensor(float(f), dtype=torch.float64), (), WEAK_FLOAT)
 
     def Int(self, i):
-        return Named(torch.tensor(float(i), dtype=torch.float64), (), WEAK_FLOAT)
+        return Named(torch.tensor(float(i), dtype=torch.float64), (), WEAK_INT)
 
     def Extent(self, mask):
-        return self.Num(math.prod(self.extents[b] for b in bits(mask)))
+        return self.Int(math.prod(self.extents[b] for b in bits(mask)))
 
     def Cast(self, code, a: Named):
         d = DTYPES[code]
@@ -82,6 +96,11 @@ class EvalNamespace:
         return Named(t, a.labels, code)
 
     def _reduce(self, op, mask, a: Named, correction=None) -> Named:
+        out = self._reduce_values(op, mask, a, correction)
+        code = a.dtype if op in _SAME_DTYPE else floatify_code(a.dtype) if op in _FLOAT_MATH else sum_code(a.dtype)
+        return Named(_rounded(out.t, code), out.labels, code)
+
+    def _reduce_values(self, op, mask, a: Named, correction=None) -> Named:
         present = [l for l in bits(mask) if l in a.labels]
         absent = [l for l in bits(mask) if l not in a.labels]
         dims = [a.labels.index(l) for l in present]
@@ -111,8 +130,12 @@ class EvalNamespace:
             return lambda mask, c, a: self._reduce("Var", mask, a, c)
         if name in IR_OP:
             op = getattr(_OPS, IR_OP[name])
-            return lambda *xs: self._pointwise(op, *xs, dtype=_promote([x.dtype for x in xs]))
+            return lambda *xs: self._pointwise(op, *xs, dtype=_result_code(name, [x.dtype for x in xs]))
         raise AttributeError(name)
+
+    def acc(self, a: Named) -> Named:
+        """``a`` in its accumulation dtype (bf16/fp16 to Float), as rules write a new reduction's operand."""
+        return self.Cast(compute_code(a.dtype), a) if a.dtype not in WEAK else a
 
     # -- conditions ----------------------------------------------------------------------
     @staticmethod
@@ -128,12 +151,16 @@ class EvalNamespace:
         return x.dtype in _FLOAT_CODES or x.dtype == WEAK_FLOAT
 
     @staticmethod
+    def full_precision(x: Named) -> bool:
+        return x.dtype in WEAK or compute_code(x.dtype) == x.dtype
+
+    @staticmethod
     def nonneg(x: Named) -> bool:
         return bool((x.t >= 0).all())
 
     @staticmethod
     def widens(narrow: int, wide: int) -> bool:
-        return (DTYPES[narrow], DTYPES[wide]) in _WIDENS
+        return (narrow, wide) in _WIDENS
 
     @staticmethod
     def disjoint(m1, m2):
@@ -166,12 +193,18 @@ def _torch_dtype(d: DataType) -> torch.dtype:
     return to_torch(d)
 
 
-def _promote(codes):
-    strong = [c for c in codes if c < 100]
-    if not strong:
-        return WEAK_FLOAT
-    widest = max(strong, key=lambda c: {DataType.Double: 3, DataType.Float: 2}.get(DTYPES[c], 1))
-    return widest
+def _result_code(name: str, codes: list[int]) -> int:
+    """The dtype code of a pointwise constructor's result, as the e-graph's analysis gives it."""
+    if name in _SAME_DTYPE:
+        return codes[0]
+    if name in _FLOAT_MATH:
+        return floatify_code(codes[0])
+    if len(codes) == 1:            # Neg
+        return compute_code(codes[0])
+    out = codes[0]
+    for c in codes[1:]:
+        out = promote_code(out, c)
+    return out
 
 
 @dataclass
@@ -212,7 +245,7 @@ def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000) 
         if not all(bool(c) for c in conditions):
             continue
         done += 1
-        problem = _compare(lhs, rhs)
+        problem = _compare(lhs, rhs, [v.dtype for v in env if isinstance(v, Named)])
         if isinstance(problem, str):
             return Verdict(rule.name, done, math.inf, False, problem)
         worst = max(worst, problem[0])
@@ -236,14 +269,18 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype) -> Named:
     return Named(t, tuple(labels), code)
 
 
-def _compare(lhs: Named, rhs: Named):
+def _compare(lhs: Named, rhs: Named, leaf_codes=()):
     """(relative error, tolerance), or a message when the sides cannot be compared. NaNs and
     infinities must sit in the same places (the same signed infinity); finite values are
-    compared relative to the largest of them."""
+    compared relative to the largest of them, within the tolerance of the least precise dtype
+    among the sides and the variables."""
     if sorted(lhs.labels) != sorted(rhs.labels):
         return f"the sides vary along different axes: {sorted(lhs.labels)} vs {sorted(rhs.labels)}"
+    if lhs.dtype != rhs.dtype:
+        name = lambda c: "weak scalar" if c in WEAK else DTYPES[c].name  # noqa: E731
+        return f"the sides have different dtypes: {name(lhs.dtype)} vs {name(rhs.dtype)}"
     a, b = lhs.t, rhs.aligned(lhs.labels).reshape(lhs.t.shape)
-    dtypes = [DTYPES[c] for c in (lhs.dtype, rhs.dtype) if c < 100]
+    dtypes = [DTYPES[c] for c in (lhs.dtype, rhs.dtype, *leaf_codes) if c not in WEAK]
     tol = max((_TOLERANCE.get(d, 1e-9) for d in dtypes), default=1e-9)
     if not torch.equal(a.isnan(), b.isnan()):
         return math.inf, tol

@@ -16,14 +16,14 @@ def mul_commutes(k, a, b):
 
 @rule("algebra")
 def double_negation(k, a):
-    """-(-a) = a."""
-    return k.Neg(k.Neg(a)), a, []
+    """-(-a) = a (in a's compute dtype: negating bf16 gives Float)."""
+    return k.Neg(k.Neg(a)), k.acc(a), []
 
 
 @rule("algebra")
 def abs_of_negation(k, a):
-    """|-a| = |a|."""
-    return k.Abs(k.Neg(a)), k.Abs(a), []
+    """|-a| = |a| (in a's compute dtype)."""
+    return k.Abs(k.Neg(a)), k.Abs(k.acc(a)), []
 
 
 @rule("algebra")

@@ -1,5 +1,9 @@
 """Reductions distributed over factors and terms that are constant along the reduced axes.
 
+A sum a rule makes over a new operand reduces ``k.acc(operand)``: bf16/fp16 operands cast to
+Float, so that it accumulates in fp32 as the left side's sum did (nvFuser's arithmetic on
+half types is in Float) and never becomes a half-type sum.
+
 The first motivating pattern: ``sum_k(x[i,k] * b[i,j])`` with ``b`` constant along ``k``
 becomes ``sum_k(x)[i] * b[i,j]``: N*K + N*J work instead of N*K*J.
 """
@@ -10,13 +14,13 @@ from .rule import rule
 def sum_of_product_factor_right(k, a, b, R):
     """Sum_R(a*b) = Sum_R(a)*b when b lacks R: b is constant along R and factors out.
     Pays when b adds labels to a: the product over all of them is never formed."""
-    return k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, a), b), [k.disjoint(k.labels(b), R)]
+    return k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, k.acc(a)), b), [k.disjoint(k.labels(b), R)]
 
 
 @rule("distributive", reassociates=True)
 def sum_of_product_factor_left(k, a, b, R):
     """Sum_R(a*b) = a*Sum_R(b) when a lacks R (the mirror image)."""
-    return k.Sum(R, k.Mul(a, b)), k.Mul(a, k.Sum(R, b)), [k.disjoint(k.labels(a), R)]
+    return k.Sum(R, k.Mul(a, b)), k.Mul(a, k.Sum(R, k.acc(b))), [k.disjoint(k.labels(a), R)]
 
 
 @rule("distributive", reassociates=True)
@@ -26,7 +30,7 @@ def sum_of_product_mixed(k, a, b, R):
     the product. Pays when both factors have axes of their own in R."""
     la, lb = k.labels(a), k.labels(b)
     ra, rb = R & k.minus(la, lb), R & k.minus(lb, la)
-    return (k.Sum(R, k.Mul(a, b)), k.Sum(k.minus(R, ra | rb), k.Mul(k.Sum(ra, a), k.Sum(rb, b))),
+    return (k.Sum(R, k.Mul(a, b)), k.Sum(k.minus(R, ra | rb), k.Mul(k.Sum(ra, k.acc(a)), k.Sum(rb, k.acc(b)))),
             [k.nonzero(ra), k.nonzero(rb)])
 
 
@@ -34,14 +38,14 @@ def sum_of_product_mixed(k, a, b, R):
 def sum_of_quotient_by_constant(k, a, b, R):
     """Sum_R(a/b) = Sum_R(a)/b when b lacks R (floating point only: integer division
     truncates)."""
-    return (k.Sum(R, k.Div(a, b)), k.Div(k.Sum(R, a), b),
+    return (k.Sum(R, k.Div(a, b)), k.Div(k.Sum(R, k.acc(a)), b),
             [k.disjoint(k.labels(b), R), k.floating(k.Div(a, b))])
 
 
 @rule("distributive")
 def sum_of_negation(k, a, R):
     """Sum_R(-a) = -Sum_R(a): negation is exact and commutes with the sum."""
-    return k.Sum(R, k.Neg(a)), k.Neg(k.Sum(R, a)), []
+    return k.Sum(R, k.Neg(a)), k.Neg(k.Sum(R, k.acc(a))), []
 
 
 @rule("distributive")
@@ -95,7 +99,7 @@ def sum_over_axes_it_lacks(k, x, R):
     broadcast is materialized and reduced."""
     lx = k.labels(x)
     return (k.Sum(R, x), k.Mul(k.Sum(R & lx, x), k.Extent(k.minus(R, lx))),
-            [k.nonzero(k.minus(R, lx)), k.floating(x)])
+            [k.nonzero(k.minus(R, lx)), k.floating(x), k.full_precision(x)])
 
 
 @rule("distributive")

@@ -1,4 +1,7 @@
-"""var_mean and mean written as plain sums, so that the rules for sums apply to them."""
+"""var_mean and mean written as plain sums, so that the rules for sums apply to them.
+
+Only for full-precision inputs: nvFuser rejects var_mean of bf16/fp16 ("upcast to float"),
+and a mean of a half type would round where the sum form does not."""
 from .rule import rule
 
 
@@ -6,7 +9,7 @@ from .rule import rule
 def mean_as_sum(k, x, R):
     """mean_R(x) = sum_R(x) / |R|. Pays: a sum fuses where nvFuser's welford may not, and the
     distributive rules then see through it."""
-    return k.Mean(R, x), k.Div(k.Sum(R, x), k.Extent(R)), [k.floating(x)]
+    return k.Mean(R, x), k.Div(k.Sum(R, x), k.Extent(R)), [k.floating(x), k.full_precision(x)]
 
 
 @rule("normalization", reassociates=True)
@@ -15,4 +18,4 @@ def variance_as_sums(k, x, R, C):
     c in {0, 1} (where |R| - c <= 0 only as 0/0, which both sides give as NaN)."""
     d = k.Sub(x, k.Mean(R, x))
     return (k.Var(R, C, x), k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C))),
-            [k.floating(x), k.disjoint(C, -2)])
+            [k.floating(x), k.full_precision(x), k.disjoint(C, -2)])

@@ -20,7 +20,7 @@ from typing import Callable
 from egglog import eq, i64, ne, union, var
 from egglog import rule as egg_rule
 
-from ..egraph import CONSTRUCTORS, Term, dtype, floating, labels, nonneg, widens
+from ..egraph import CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonneg, widens
 
 
 @dataclass
@@ -76,6 +76,8 @@ class ShapeNamespace:
                 kids = tuple(a.shape for a in args if isinstance(a, _Hole))
                 return _Shape((name,) + kids)
             return build
+        if name == "acc":             # a cast that vanishes for full-precision operands
+            return lambda t: t
         return lambda *args: _Mask()
 
 
@@ -116,6 +118,19 @@ class EggNamespace:
 
     def dtype(self, t):
         return self._bind(dtype, t, "dtype")
+
+    def _compute(self, t):
+        return self._bind(lambda x: compute_dtype(self.dtype(x)), t, "compute")
+
+    def acc(self, t):
+        """``t`` in its accumulation dtype (bf16/fp16 to Float; a no-op cast otherwise, which
+        cast-to-own-dtype removes): what a rule reduces when it makes a new reduction, so that
+        it accumulates in fp32 as the left side did."""
+        return Cast(self._compute(t), t)
+
+    def full_precision(self, t):
+        """``t``'s dtype is its own accumulation dtype (not bf16/fp16)."""
+        return eq(self.dtype(t)).to(self._compute(t))
 
     @staticmethod
     def floating(t):

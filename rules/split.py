@@ -8,20 +8,26 @@ from .rule import rule
 
 
 def _splits(op, reassociates):
+    """Sums and products of bf16/fp16 are left alone: nesting them would round the inner
+    result to the half type (max and min are exact in any dtype)."""
     name = op.lower()
+
+    def exact(k, x):
+        return [k.full_precision(x)] if reassociates else []
 
     def inner_low(k, x, R):
         return (getattr(k, op)(R, x),
                 getattr(k, op)(k.minus(R, k.low(R)), getattr(k, op)(k.low(R), x)),
-                [k.several(R)])
+                [k.several(R)] + exact(k, x))
 
     def outer_low(k, x, R):
         return (getattr(k, op)(R, x),
                 getattr(k, op)(k.low(R), getattr(k, op)(k.minus(R, k.low(R)), x)),
-                [k.several(R)])
+                [k.several(R)] + exact(k, x))
 
     def merge(k, x, R, S):
-        return getattr(k, op)(S, getattr(k, op)(R, x)), getattr(k, op)(R | S, x), [k.disjoint(R, S)]
+        return (getattr(k, op)(S, getattr(k, op)(R, x)), getattr(k, op)(R | S, x),
+                [k.disjoint(R, S)] + exact(k, x))
 
     inner_low.__name__ = f"split_{name}_lowest_axis_first"
     inner_low.__doc__ = (f"{op}_R(x) = {op}_(R-r)({op}_r(x)), r the lowest label of R: the "

@@ -1,0 +1,62 @@
+"""The dtype rules on dtype codes (:mod:`eqsat.terms`), as nvFuser applies them: what the
+e-graph's dtype analysis tables hold and what the rule verifier computes with."""
+from __future__ import annotations
+
+from . import dtypes as dt
+from .axes import ScalarType, TensorType, result_dtype
+from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
+
+D = dt.DataType
+WEAK = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}     # weak code -> an example
+
+
+def has_torch(code: int) -> bool:
+    try:
+        dt.to_torch(DTYPES[code])
+        return True
+    except ValueError:
+        return False
+
+
+def floatify_code(c: int) -> int:
+    """Float math (exp, rsqrt, mean...): integers to Float, bf16/fp16 computed in Float."""
+    if c in WEAK:
+        return WEAK_FLOAT if c in (WEAK_BOOL, WEAK_INT) else c
+    d = DTYPES[c]
+    return DTYPE_CODE[dt.compute_type(d)] if dt.is_float(d) or d in dt.COMPLEX_TYPES else DTYPE_CODE[D.Float]
+
+
+def compute_code(c: int) -> int:
+    """Arithmetic (add, mul, neg...) on one operand of code ``c``: bf16/fp16 give Float."""
+    return c if c in WEAK else DTYPE_CODE[dt.compute_type(DTYPES[c])]
+
+
+def sum_code(c: int) -> int:
+    """A sum or product: integers and bools give Int, floats keep their dtype."""
+    if c in WEAK:
+        return WEAK_INT if c in (WEAK_BOOL, WEAK_INT) else c
+    d = DTYPES[c]
+    return DTYPE_CODE[D.Int] if d in dt.INT_TYPES or d is D.Bool else c
+
+
+def _operand(c: int):
+    if c in WEAK:
+        return ScalarType({WEAK_BOOL: D.Bool, WEAK_INT: D.Int, WEAK_FLOAT: D.Double,
+                           WEAK_COMPLEX: D.ComplexDouble}[c])
+    return TensorType(DTYPES[c], ())
+
+
+def promote_code(a: int, b: int) -> int:
+    """Arithmetic promotion, as nvFuser does it (see axes.result_dtype)."""
+    if a in WEAK and b in WEAK:
+        return max(a, b)
+    return DTYPE_CODE[result_dtype(_operand(a), _operand(b), arithmetic=True)]
+
+
+def exact_widenings() -> list[tuple[int, int]]:
+    """(narrow, wide) pairs where a cast narrow -> wide -> narrow is exact."""
+    pairs = [(D.Half, D.Float), (D.Half, D.Double), (D.BFloat16, D.Float), (D.BFloat16, D.Double),
+             (D.Float, D.Double), (D.Float8_e4m3fn, D.Half), (D.Float8_e4m3fn, D.Float),
+             (D.Float8_e5m2, D.Half), (D.Float8_e5m2, D.Float), (D.Bool, D.Int32), (D.Bool, D.Int),
+             (D.Int32, D.Int), (D.Int32, D.Double), (D.Bool, D.Float)]
+    return [(DTYPE_CODE[a], DTYPE_CODE[b]) for a, b in pairs]

@@ -1,0 +1,44 @@
+"""One fuzzing check: a random fusion optimized for large shapes, run on small inputs through
+the torch executor, against the original. Used by ``tests/test_fuzz.py`` (hypothesis) and
+``bench/fuzz.py`` (thousands of seeds)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .compare import mismatch, reduction_rtol
+from .optimize import estimate_fusion, optimize_fusion
+from .random_fusion import RandomCase
+from .torch_executor import run_fusion
+
+
+@dataclass
+class FuzzResult:
+    changed: bool
+    problem: str | None          # None: the optimized fusion agrees and costs no more
+
+
+def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult:
+    """Optimize ``case`` for its planning shapes; its small inputs must give the original's
+    outputs (within the dtype and reduction-size tolerance, with a small absolute floor), and neither the report's nor a
+    fresh estimate of the optimized fusion may exceed the original's estimated time."""
+    opt = optimize_fusion(case.fusion, case.planning_inputs, min_gain=min_gain, **options)
+    want = run_fusion(case.fusion, case.inputs)
+    got = run_fusion(opt.fusion, case.inputs)
+    if len(got) != len(want):
+        return FuzzResult(opt.report.changed, f"{len(got)} outputs, expected {len(want)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        rtol = reduction_rtol(w.dtype, case.reduction_size) if hasattr(w, "dtype") else None
+        # the inputs are O(1) (randn): an output that cancels to ~0 (the mean of a normalized
+        # tensor) is compared with an absolute floor a thousandth of the relative tolerance
+        problem = mismatch(g, w, rtol, atol=1e-3 * rtol if rtol else 0.0)
+        if problem:
+            return FuzzResult(opt.report.changed, f"output {i}: {problem}")
+    before, after = opt.report.before.time_us, opt.report.after.time_us
+    if after > before * (1 + 1e-9):
+        return FuzzResult(True, f"estimated time rose: {before:.3f} -> {after:.3f} us")
+    if opt.report.changed:
+        again = estimate_fusion(opt.fusion, case.planning_inputs, profile=options.get("profile")).time_us
+        if again > before * (1 + 1e-4) + 0.01:     # re-encoding may count a no-op cast's flops
+            return FuzzResult(True, f"the optimized fusion re-estimates at {again:.4f} us, above the "
+                                    f"original's {before:.4f} us")
+    return FuzzResult(opt.report.changed, None)

@@ -1,0 +1,306 @@
+"""Random fusions for property tests and fuzzing: the supported ops over named axes.
+
+A fusion is built step by step from choices: inputs over random subsets of a few axes
+(fp32/bf16/fp16), then ops on earlier values (so subterms are shared): unary functions (kept
+in their domains: ``exp(tanh x)``, ``sqrt(abs x)``, ``1 / (1 + abs x)``...), binary ops with
+broadcasts to the union of axes, scalar constants and a scalar input, casts, reductions
+(sum/max/min/prod/mean/var over random axis sets, keepdim or not), normalizations (softmax,
+layer norm), the patterns eqsat rewrites (a sum of a product over axes one factor lacks; a
+full amax of a normalization), and ops eqsat does not model (``erf``, ``where``, ``reshape``, ``segment_set``),
+which it keeps verbatim. One to three outputs.
+
+The choices come from a :class:`Chooser`: :class:`RandomChooser` (a seed; ``bench/fuzz.py``)
+or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failures)::
+
+    from hypothesis import given, strategies as st
+    @given(st.data())
+    def test(data):
+        case = random_fusion(HypothesisChooser(data))
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from .dtypes import DataType
+from .frontend import FusionDefinition
+from .ir import Fusion
+
+FLOAT_TYPES = (DataType.Float, DataType.BFloat16, DataType.Half)
+TORCH_DTYPE = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}
+D = DataType.Double
+
+
+class Chooser:
+    def int(self, lo: int, hi: int) -> int:      # inclusive
+        raise NotImplementedError
+
+    def pick(self, options: Sequence[Any]) -> Any:
+        return options[self.int(0, len(options) - 1)]
+
+    def subset(self, items: Sequence[Any], min_size: int = 0) -> list:
+        if len(items) <= min_size:
+            return list(items)
+        while True:
+            out = [x for x in items if self.int(0, 1)]
+            if len(out) >= min_size:
+                return out
+            if len(items) == min_size:
+                return list(items)
+
+
+class RandomChooser(Chooser):
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+
+    def int(self, lo, hi):
+        return self.rng.randint(lo, hi)
+
+
+class HypothesisChooser(Chooser):
+    def __init__(self, data):
+        from hypothesis import strategies as st
+
+        self._data, self._st = data, st
+
+    def int(self, lo, hi):
+        return self._data.draw(self._st.integers(lo, hi))
+
+
+@dataclass
+class Value:
+    ref: Any
+    dims: tuple            # axis ids, or None for a broadcast (keepdim) dim of extent 1
+
+
+@dataclass
+class RandomCase:
+    """A random fusion, small inputs to run it on, and large ``planning_inputs`` (meta tensors
+    of the same ranks and dtypes) to optimize it for: the fusion is shape-generic, and at the
+    small sizes launch cost hides every rewrite."""
+
+    fusion: Fusion
+    inputs: list
+    planning_inputs: list
+    reduction_size: int              # the most elements any one reduction combines (small inputs)
+    ops: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:        # hypothesis prints this for a failing example
+        from .lowering.source import fusion_source
+
+        return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
+
+
+class _Builder:
+    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int]):
+        self.ch, self.fd, self.extents = ch, fd, extents
+        self.sizes: dict[int, Any] = {}        # axis -> a symbolic size of it (fd.ops.size)
+        self.values: list[Value] = []
+        self.reduction_size = 1
+        self.ops: list[str] = []
+
+    # -- shapes ------------------------------------------------------------------------------
+    def plain(self, v: Value) -> Value:
+        """``v`` with its keepdim broadcast dims squeezed out."""
+        if None not in v.dims:
+            return v
+        keep = tuple(d for d in v.dims if d is not None)
+        ref = self.fd.ops.squeeze(v.ref, dims=[i for i, d in enumerate(v.dims) if d is None])
+        return Value(ref, keep)
+
+    def to_axes(self, v: Value, axes: tuple) -> Any:
+        """``v`` broadcast to ``axes`` (a sorted superset of its own)."""
+        v = self.plain(v)
+        if v.dims == axes:
+            return v.ref
+        return self.fd.ops.broadcast_in_dim(v.ref, shape=[self.sizes[a] for a in axes],
+                                            broadcast_dims=[axes.index(d) for d in v.dims])
+
+    def upcast(self, v: Value) -> Value:
+        """``v`` cast to Float where it is bf16/fp16: nvFuser sums, var_means and normalizes
+        those only after an upcast (a bf16 sum does not compile in 0.2.35)."""
+        if v.ref.dtype in (DataType.BFloat16, DataType.Half):
+            return Value(self.fd.ops.cast(v.ref, dtype=DataType.Float), v.dims)
+        return v
+
+    def add(self, ref, dims, op: str) -> Value:
+        v = Value(ref, tuple(dims))
+        self.values.append(v)
+        self.ops.append(op)
+        return v
+
+    def scalar(self) -> Any:
+        return self.fd.define_scalar(self.ch.pick([0.5, 2.0, -1.5, 3.0, 1e-3]), dtype=D)
+
+    # -- steps -------------------------------------------------------------------------------
+    def unary(self, v: Value):
+        ops, x = self.fd.ops, v.ref
+        kind = self.ch.pick(["neg", "abs", "tanh", "sigmoid", "relu", "exp_tanh", "sqrt_abs",
+                             "recip_1p_abs", "rsqrt_1p_abs", "log_1p_abs", "erf", "square"])
+        one = self.fd.define_scalar(1.0, dtype=D)
+        out = {"neg": lambda: ops.neg(x), "abs": lambda: ops.abs(x), "tanh": lambda: ops.tanh(x),
+               "sigmoid": lambda: ops.sigmoid(x), "relu": lambda: ops.relu(x),
+               "exp_tanh": lambda: ops.exp(ops.tanh(x)), "sqrt_abs": lambda: ops.sqrt(ops.abs(x)),
+               "recip_1p_abs": lambda: ops.reciprocal(ops.add(ops.abs(x), one)),
+               "rsqrt_1p_abs": lambda: ops.rsqrt(ops.add(one, ops.abs(x))),
+               "log_1p_abs": lambda: ops.log(ops.add(ops.abs(x), one)),
+               "erf": lambda: ops.erf(x), "square": lambda: ops.pow(x, self.fd.define_scalar(2.0, dtype=D))}[kind]()
+        self.add(out, v.dims, kind)
+
+    def binary(self, a: Value, b: Value):
+        a, b = self.plain(a), self.plain(b)
+        axes = tuple(sorted(set(a.dims) | set(b.dims)))
+        x, y = self.to_axes(a, axes), self.to_axes(b, axes)
+        ops = self.fd.ops
+        kind = self.ch.pick(["add", "sub", "mul", "mul", "div_1p_abs", "maximum", "minimum", "where_lt"])
+        if kind == "div_1p_abs":
+            out = ops.div(x, ops.add(ops.abs(y), self.fd.define_scalar(1.0, dtype=D)))
+        elif kind == "where_lt":
+            out = ops.where(ops.lt(x, y), x, y)
+        else:
+            out = getattr(ops, kind)(x, y)
+        self.add(out, axes, kind)
+
+    def with_scalar(self, v: Value, scalar_input):
+        s = scalar_input if scalar_input is not None and self.ch.int(0, 1) else self.scalar()
+        kind = self.ch.pick(["mul", "add", "sub", "mul_left"])
+        ops = self.fd.ops
+        out = ops.mul(s, v.ref) if kind == "mul_left" else getattr(ops, kind)(v.ref, s)
+        self.add(out, v.dims, f"scalar_{kind}")
+
+    def cast(self, v: Value):
+        self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(FLOAT_TYPES)), v.dims, "cast")
+
+    def reduction(self, v: Value):
+        v = self.plain(v)
+        if not v.dims:
+            return self.unary(v)
+        reduced = self.ch.subset(v.dims, min_size=1)
+        dims = [v.dims.index(d) for d in reduced]
+        keepdim = bool(self.ch.int(0, 1))
+        kind = self.ch.pick(["sum", "sum", "max", "min", "prod", "mean", "var"])
+        ops = self.fd.ops
+        if kind not in ("max", "min"):
+            v = self.upcast(v)
+        if kind == "mean":
+            out = ops.sum(v.ref, dims=dims, keepdim=keepdim)
+            n = self.sizes[reduced[0]]
+            for d in reduced[1:]:
+                n = ops.mul(n, self.sizes[d])
+            out = ops.div(out, n)
+        elif kind == "var":
+            out = ops.var(v.ref, dims=dims, correction=self.ch.int(0, 1), keepdim=keepdim)
+        else:
+            out = getattr(ops, kind)(v.ref, dims=dims, keepdim=keepdim)
+        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
+        kept = tuple(None if d in reduced else d for d in v.dims) if keepdim else \
+            tuple(d for d in v.dims if d not in reduced)
+        self.add(out, kept, f"{kind}{'_keepdim' if keepdim else ''}")
+
+    def normalization(self, v: Value):
+        v = self.plain(v)
+        if not v.dims:
+            return self.unary(v)
+        reduced = self.ch.subset(v.dims, min_size=1)
+        dims = [v.dims.index(d) for d in reduced]
+        rest = tuple(d for d in v.dims if d not in reduced)
+        ops = self.fd.ops
+        v = self.upcast(v)
+        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
+        if self.ch.int(0, 1):
+            m = self.to_axes(Value(ops.max(v.ref, dims=dims), rest), v.dims)
+            e = ops.exp(ops.sub(v.ref, m))
+            s = self.to_axes(Value(ops.sum(e, dims=dims), rest), v.dims)
+            self.add(ops.div(e, s), v.dims, "softmax")
+        else:
+            var, mean = ops.var_mean(v.ref, dims=dims, correction=0)
+            rstd = ops.rsqrt(ops.add(var, self.fd.define_scalar(1e-5, dtype=D)))
+            y = ops.mul(ops.sub(v.ref, self.to_axes(Value(mean, rest), v.dims)),
+                        self.to_axes(Value(rstd, rest), v.dims))
+            self.add(y, v.dims, "layer_norm")
+
+    def factored_sum(self, v: Value, w: Value):
+        """sum over axes that one factor lacks of a product (the distributive pattern)."""
+        v, w = self.upcast(self.plain(v)), self.plain(w)
+        axes = tuple(sorted(set(v.dims) | set(w.dims)))
+        if not axes:
+            return self.unary(v)
+        product = self.fd.ops.mul(self.to_axes(v, axes), self.to_axes(w, axes))
+        lacking = [d for d in axes if d not in w.dims] or list(axes)
+        reduced = self.ch.subset(lacking, min_size=1)
+        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
+        out = self.fd.ops.sum(product, dims=[axes.index(d) for d in reduced])
+        self.add(out, tuple(d for d in axes if d not in reduced), "factored_sum")
+
+    def normalized_amax(self, v: Value):
+        """amax(abs(normalize(v))) over every axis (the split-reduction pattern)."""
+        self.normalization(v)
+        y = self.values[-1]
+        a = self.fd.ops.abs(y.ref)
+        self.add(self.fd.ops.max(a, dims=list(range(len(y.dims)))), (), "amax")
+
+    def boundary(self, v: Value):
+        if self.ch.int(0, 1) and v.dims:
+            v = self.plain(v)
+            out = self.fd.ops.reshape(v.ref, new_shape=[self.sizes[d] for d in v.dims])
+            self.add(out, v.dims, "reshape")
+        else:
+            self.add(self.fd.ops.segment_set(v.ref), v.dims, "segment_set")
+
+
+def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8) -> RandomCase:
+    """A random fusion and inputs for it (seeded through the chooser)."""
+    n_axes = ch.int(1, max_axes)
+    extents = [ch.int(2, max_extent) for _ in range(n_axes)]
+    planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
+    n_inputs = ch.int(1, 3)
+    seed = ch.int(0, 2**16)
+    spec = []
+    for _ in range(n_inputs):
+        dims = tuple(ch.subset(range(n_axes), min_size=1))
+        spec.append((dims, ch.pick(FLOAT_TYPES)))
+    with_scalar_input = bool(ch.int(0, 1))
+    steps = ch.int(1, max_steps)
+    holder: dict[str, _Builder] = {}
+
+    def definition(fd):
+        b = _Builder(ch, fd, extents)
+        holder["b"] = b
+        for dims, dtype in spec:
+            t = fd.define_tensor(shape=[-1] * len(dims), contiguity=[True] * len(dims), dtype=dtype)
+            b.add(t, dims, f"input_{dtype.name}")
+            for i, d in enumerate(dims):
+                b.sizes.setdefault(d, fd.ops.size(t, dim=i))
+        scalar_input = fd.define_scalar(dtype=D) if with_scalar_input else None
+        for _ in range(steps):
+            recent = b.values[-3:]
+            v = ch.pick(recent) if ch.int(0, 2) else ch.pick(b.values)
+            kind = ch.pick(["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
+                            "normalization", "boundary", "factored_sum", "normalized_amax"])
+            if kind in ("binary", "factored_sum"):
+                getattr(b, kind)(v, ch.pick(b.values))
+            elif kind == "scalar":
+                b.with_scalar(v, scalar_input)
+            else:
+                getattr(b, kind)(v)
+        produced = b.values[len(spec):]
+        outputs = [produced[-1]] + [x for x in ch.subset(produced[:-1]) if ch.int(0, 2) == 0][:2]
+        for v in outputs:
+            fd.add_output(v.ref)
+
+    with FusionDefinition() as fd:
+        definition(fd)
+    b = holder["b"]
+    g = torch.Generator().manual_seed(seed)
+    inputs: list[Any] = [torch.randn(*[extents[d] for d in dims], generator=g).to(TORCH_DTYPE[dtype])
+                         for dims, dtype in spec]
+    big = [torch.empty(*[planning[d] for d in dims], dtype=TORCH_DTYPE[dtype], device="meta")
+           for dims, dtype in spec]
+    if with_scalar_input:
+        inputs.append(float(torch.randn(1, generator=g)))
+        big.append(inputs[-1])
+    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):])
