@@ -32,6 +32,7 @@ from .terms import DTYPES, REDUCTIONS, bits
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
 FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
+MAX_CYCLE_SEARCH = 400    # groups visited per merge check (bounds the model's time on huge fusions)
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
 BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
@@ -135,6 +136,24 @@ class CostModel:
             return 0
         return self.numel(node.labels) * ITEMSIZE.get(DTYPES[node.dtype], 4)
 
+    def reduction_kind(self, ks) -> str | None:
+        """What the reductions of one kernel with keys ``ks`` (space, reduced labels) make:
+        "same" (one key; or keys over different spaces of equal extents, horizontally fused),
+        "inner_outer" (two keys over one space along disjoint labels), or None (they cannot
+        share a kernel)."""
+        if len(ks) == 1:
+            return "same"
+        spaces = {s for s, _ in ks}
+        if len(spaces) == 1:
+            if len(ks) == 2:
+                (_, r1), (_, r2) = ks
+                if not r1 & r2:
+                    return "inner_outer"
+            return None
+        if len({(self.numel(s), self.numel(r)) for s, r in ks}) == 1:
+            return "same"
+        return None
+
     def space(self, nodes, nid: int) -> int:
         node = nodes[nid]
         if node.op in REDUCTIONS:
@@ -177,39 +196,40 @@ class CostModel:
             ks = keys[a] | keys[b]
             if not ks:
                 return True
-            if len(ks) > 2:
+            kind = self.reduction_kind(ks)
+            if kind is None:
                 return False
-            if len(ks) == 2:        # inner-outer: the same space, reduced along disjoint labels
-                (s1, r1), (s2, r2) = ks
-                if s1 != s2 or r1 & r2:
-                    return False
-            space = next(iter(ks))[0]
-            size = self.numel(space)
-            return all(spaces[m] & ~space == 0 or self.numel(spaces[m]) == size
+            spaces_of = {s for s, _ in ks}
+            size = self.numel(next(iter(spaces_of)))
+            return all(any(spaces[m] & ~s == 0 for s in spaces_of) or self.numel(spaces[m]) == size
                        for m in members[a] + members[b])
 
+        # the kernel graph between groups, kept up to date as groups merge
+        succ: dict[int, set[int]] = {n: set() for n in compute}
+        pred: dict[int, set[int]] = {n: set() for n in compute}
+        for m in compute:
+            for c in consumers.get(m, ()):
+                if c in parent:
+                    succ[m].add(c)
+                    pred[c].add(m)
+
         def creates_cycle(a, b):
-            """Would merging groups a and b put a kernel between two of its own parts?"""
-            group_of = {m: find(m) for m in compute}
-            merged = {a, b}
-            # a path a->...->X->...->b (or b->a) through another group X makes a cycle
-            succ: dict[int, set[int]] = {}
-            for m in compute:
-                for c in consumers.get(m, ()):
-                    if c in group_of and group_of[c] != group_of[m]:
-                        succ.setdefault(group_of[m], set()).add(group_of[c])
+            """Would merging groups a and b put a kernel between two of its own parts? (a path
+            a -> X -> ... -> b, or b -> ... -> a, through another group X)"""
             for start, goal in ((a, b), (b, a)):
-                stack = [x for x in succ.get(start, ()) if x not in merged]
+                stack = [x for x in succ[start] if x != goal]
                 seen = set()
                 while stack:
                     x = stack.pop()
                     if x in seen:
                         continue
+                    if len(seen) >= MAX_CYCLE_SEARCH:
+                        return True           # too far to tell: do not merge (a kernel more)
                     seen.add(x)
-                    for y in succ.get(x, ()):
+                    for y in succ[x]:
                         if y == goal:
                             return True
-                        if y not in merged:
+                        if y != start:
                             stack.append(y)
             return False
 
@@ -220,14 +240,26 @@ class CostModel:
             parent[b] = a
             keys[a] |= keys.pop(b)
             members[a] += members.pop(b)
+            for x in succ.pop(b):
+                pred[x].discard(b)
+                if x != a:
+                    pred[x].add(a)
+                    succ[a].add(x)
+            for x in pred.pop(b):
+                succ[x].discard(b)
+                if x != a:
+                    succ[x].add(a)
+                    pred[a].add(x)
+            succ[a].discard(b)
+            pred[a].discard(b)
 
         # pointwise with pointwise first, then groups with reductions, along edges; then
         # siblings (groups reading a common value: nvFuser segments one fusion, so independent
         # parts stay in one kernel where they are compatible)
         def merge_pairs(pairs, pointwise_only):
-            changed = True
-            while changed:
-                changed = False
+            changed, passes = True, 0
+            while changed and passes < 2:      # in topological order one pass nearly always does
+                changed, passes = False, passes + 1
                 for n, c in pairs:
                     a, b = find(n), find(c)
                     if a == b or (pointwise_only and (keys[a] or keys[b])):
@@ -265,12 +297,13 @@ class CostModel:
                 if m in roots or outside:
                     written.add(m)
             kind = "pointwise"
-            if len(keys[g]) == 2:
+            inner_outer = bool(keys[g]) and self.reduction_kind(keys[g]) == "inner_outer"
+            if inner_outer:
                 kind = "normalization"
             elif keys[g]:
-                (space, _), = keys[g]
+                space = next(iter(keys[g]))[0]
                 reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
-                back = any(nodes[m].op not in REDUCTIONS and self.space(nodes, m) == space
+                back = any(nodes[m].op not in REDUCTIONS and self.numel(self.space(nodes, m)) == self.numel(space)
                            and _depends_on(nodes, m, reduced, ms_set) for m in ms)
                 kind = "normalization" if back else "reduction"
             consts = self.profile.kinds[kind]
@@ -278,7 +311,7 @@ class CostModel:
             wbytes = sum(self.nbytes(nodes[w]) for w in written)
             t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                        flops / (consts.gflops * 1e3))
-            if len(keys[g]) == 2:
+            if inner_outer:
                 # inner-outer: the outer reduction goes through per-block partial results
                 # (written and read back, about one row of them per SM) and a second launch; the
                 # outer one is taken to be the reduction over the lower labels (the leading dims)

@@ -93,17 +93,30 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
         return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + \
             (launch if node.op in REDUCTIONS else 0.0)
 
-    changed = True
-    while changed:
-        changed = False
-        for c, nodes in d.classes.items():
-            for node in nodes:
-                if not _valid(node):
-                    continue
-                cost = local(node) + sum(best.get(k, INF) for k in node.kids)
-                if cost < best[c] - 1e-9:
-                    best[c], pick[c] = cost, node
-                    changed = True
+    # a worklist: a class is looked at again only when one of its children got cheaper
+    users: dict[int, set[int]] = {}
+    own: dict[int, list[tuple[GNode, float]]] = {}
+    for c, nodes in d.classes.items():
+        own[c] = [(n, local(n)) for n in nodes if _valid(n)]
+        for n, _ in own[c]:
+            for k in n.kids:
+                users.setdefault(k, set()).add(c)
+    work = list(d.classes)
+    queued = set(work)
+    while work:
+        c = work.pop()
+        queued.discard(c)
+        improved = False
+        for node, cost in own[c]:
+            total = cost + sum(best.get(k, INF) for k in node.kids)
+            if total < best[c] - 1e-9:
+                best[c], pick[c] = total, node
+                improved = True
+        if improved:
+            for u in users.get(c, ()):
+                if u not in queued:
+                    queued.add(u)
+                    work.append(u)
     return pick
 
 

@@ -11,6 +11,9 @@ from .random_fusion import RandomCase
 from .torch_executor import run_fusion
 
 
+REESTIMATE_SLACK = 0.05
+
+
 @dataclass
 class FuzzResult:
     changed: bool
@@ -29,8 +32,9 @@ def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult
     for i, (g, w) in enumerate(zip(got, want)):
         rtol = reduction_rtol(w.dtype, case.reduction_size) if hasattr(w, "dtype") else None
         # the inputs are O(1) (randn): an output that cancels to ~0 (the mean of a normalized
-        # tensor) is compared with an absolute floor a thousandth of the relative tolerance
-        problem = mismatch(g, w, rtol, atol=1e-3 * rtol if rtol else 0.0)
+        # tensor: rounding noise, amplified by a 1/std) is compared with an absolute floor of a
+        # hundredth of the relative tolerance
+        problem = mismatch(g, w, rtol, atol=1e-2 * rtol if rtol else 0.0)
         if problem:
             return FuzzResult(opt.report.changed, f"output {i}: {problem}")
     before, after = opt.report.before.time_us, opt.report.after.time_us
@@ -38,7 +42,9 @@ def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult
         return FuzzResult(True, f"estimated time rose: {before:.3f} -> {after:.3f} us")
     if opt.report.changed:
         again = estimate_fusion(opt.fusion, case.planning_inputs, profile=options.get("profile")).time_us
-        if again > before * (1 + 1e-4) + 0.01:     # re-encoding may count a no-op cast's flops
+        # the lowered fusion, encoded afresh, may be grouped into kernels a little differently
+        # by the model's greedy segmentation than the extracted candidate was (seen: up to 4%)
+        if again > before * (1 + REESTIMATE_SLACK) + 0.01:
             return FuzzResult(True, f"the optimized fusion re-estimates at {again:.4f} us, above the "
                                     f"original's {before:.4f} us")
     return FuzzResult(opt.report.changed, None)
