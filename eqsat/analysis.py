@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from egglog import String, eq, f64, i64, rule, ruleset, set_
 
-from .egraph import (Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Log, Max, Maximum, Mean, Min,
-                     Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub, Sum,
-                     Tanh, Tern, Term, Un, Var, cast_dtype, compute_dtype, dtype, float_code,
-                     floatify, floating, labels, nonneg, promote, sum_dtype)
+from . import dtype_codes
+from .egraph import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean,
+                     Min, Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub,
+                     Sum, Tern, Term, Un, Var, cast_dtype, compute_dtype, dtype, float_code, floatify,
+                     floating, labels, nonneg, promote, sum_dtype)
 from .terms import WEAK_FLOAT, WEAK_INT
 
 analysis = ruleset(name="analysis")
 
-SAME_DTYPE_UNARY = (Abs, Relu)
-FLOAT_UNARY = (Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid)
+SAME_DTYPE_UNARY = tuple(CONSTRUCTORS[n] for n in dtype_codes.SAME_DTYPE_UNARY)
+FLOAT_UNARY = tuple(CONSTRUCTORS[n] for n in dtype_codes.FLOAT_UNARY)
 BINARY = (Add, Sub, Mul, Div, Maximum, Minimum, Pow)
 REDUCE = (Sum, Max, Min, Prod, Mean)
 

@@ -163,14 +163,15 @@ class CostModel:
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``:
         kept ops by node id, if not the model's own (which are by e-class)."""
+        order = None
         if self.links or links:
             try:
                 linked = self.linked(nodes, links)
-                _topological(linked, roots)
-                nodes = linked
+                order, nodes = _topological(linked, roots), linked
             except ValueError:          # a kept op's input made equal to its output: unlinked
                 pass
-        order = _topological(nodes, roots)
+        if order is None:
+            order = _topological(nodes, roots)
         compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar]
         parent = {n: n for n in compute}
 
@@ -315,8 +316,8 @@ class CostModel:
                 # inner-outer: the outer reduction goes through per-block partial results
                 # (written and read back, about one row of them per SM) and a second launch; the
                 # outer one is taken to be the reduction over the lower labels (the leading dims)
-                outer = [m for m in ms if nodes[m].op in REDUCTIONS
-                         and nodes[m].attrs[0] == min(r for _, r in keys[g])]
+                outer_labels = min(r for _, r in keys[g])
+                outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
                 partial = 2 * PARTIAL_ROWS * sum(self.nbytes(nodes[m]) for m in outer)
                 t += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
             est.kernels.append(Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t))

@@ -7,6 +7,10 @@ from .axes import ScalarType, TensorType, result_dtype
 from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
 
 D = dt.DataType
+# how each constructor's dtype follows from its operand's (the e-graph's dtype analysis and the
+# rule verifier both read these): kept as is, or float math (floatify_code)
+SAME_DTYPE_UNARY = ("Abs", "Relu")
+FLOAT_UNARY = ("Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid")
 WEAK = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}     # weak code -> an example
 
 

@@ -175,12 +175,18 @@ class _Builder:
     def cast(self, v: Value):
         self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(FLOAT_TYPES)), v.dims, "cast")
 
+    def reduce_over(self, v: Value, among: Sequence[int]) -> tuple[list[int], list[int]]:
+        """A nonempty random set of axes ``among`` those of ``v`` to reduce (and their dim
+        positions in ``v``); the largest reduction so far is remembered for the tolerance."""
+        reduced = self.ch.subset(among, min_size=1)
+        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
+        return reduced, [v.dims.index(d) for d in reduced]
+
     def reduction(self, v: Value):
         v = self.plain(v)
         if not v.dims:
             return self.unary(v)
-        reduced = self.ch.subset(v.dims, min_size=1)
-        dims = [v.dims.index(d) for d in reduced]
+        reduced, dims = self.reduce_over(v, v.dims)
         keepdim = bool(self.ch.int(0, 1))
         kind = self.ch.pick(["sum", "sum", "max", "min", "prod", "mean", "var"])
         ops = self.fd.ops
@@ -196,7 +202,6 @@ class _Builder:
             out = ops.var(v.ref, dims=dims, correction=self.ch.int(0, 1), keepdim=keepdim)
         else:
             out = getattr(ops, kind)(v.ref, dims=dims, keepdim=keepdim)
-        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
         kept = tuple(None if d in reduced else d for d in v.dims) if keepdim else \
             tuple(d for d in v.dims if d not in reduced)
         self.add(out, kept, f"{kind}{'_keepdim' if keepdim else ''}")
@@ -205,12 +210,10 @@ class _Builder:
         v = self.plain(v)
         if not v.dims:
             return self.unary(v)
-        reduced = self.ch.subset(v.dims, min_size=1)
-        dims = [v.dims.index(d) for d in reduced]
+        reduced, dims = self.reduce_over(v, v.dims)
         rest = tuple(d for d in v.dims if d not in reduced)
         ops = self.fd.ops
         v = self.upcast(v)
-        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
         if self.ch.int(0, 1):
             m = self.to_axes(Value(ops.max(v.ref, dims=dims), rest), v.dims)
             e = ops.exp(ops.sub(v.ref, m))
@@ -231,9 +234,8 @@ class _Builder:
             return self.unary(v)
         product = self.fd.ops.mul(self.to_axes(v, axes), self.to_axes(w, axes))
         lacking = [d for d in axes if d not in w.dims] or list(axes)
-        reduced = self.ch.subset(lacking, min_size=1)
-        self.reduction_size = max(self.reduction_size, math.prod(self.extents[d] for d in reduced))
-        out = self.fd.ops.sum(product, dims=[axes.index(d) for d in reduced])
+        reduced, dims = self.reduce_over(Value(product, axes), lacking)
+        out = self.fd.ops.sum(product, dims=dims)
         self.add(out, tuple(d for d in axes if d not in reduced), "factored_sum")
 
     def normalized_amax(self, v: Value):

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .dtype_codes import WEAK, compute_code, exact_widenings, floatify_code, promote_code, sum_code
+from .dtype_codes import (FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings,
+                          floatify_code, promote_code, sum_code)
 from .dtypes import DataType
 from .terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
 from .torch_executor import TorchOps
@@ -29,8 +30,8 @@ from .torch_executor import TorchOps
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
 _WIDENS = set(exact_widenings())
-_SAME_DTYPE = {"Abs", "Relu", "Max", "Min"}
-_FLOAT_MATH = {"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Mean", "Var"}
+_SAME_DTYPE = {*SAME_DTYPE_UNARY, "Max", "Min"}             # as the analysis sets them
+_FLOAT_MATH = {*FLOAT_UNARY, "Mean", "Var"}
 
 
 def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
