@@ -26,13 +26,13 @@ import math
 from dataclasses import dataclass, field
 
 from .dtypes import ITEMSIZE
+from .kernel_graph import KernelGraph
 from .profile import Profile
 from .terms import DTYPES, REDUCTIONS, bits
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
 FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
-MAX_CYCLE_SEARCH = 400    # groups visited per merge check (bounds the model's time on huge fusions)
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
 BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
@@ -173,25 +173,22 @@ class CostModel:
         if order is None:
             order = _topological(nodes, roots)
         compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar]
-        parent = {n: n for n in compute}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        keys = {n: set() for n in compute}          # group root -> reduction keys
-        spaces = {n: self.space(nodes, n) for n in compute}
-        for n in compute:
-            if nodes[n].op in REDUCTIONS:
-                keys[n].add((spaces[n], nodes[n].attrs[0]))
         consumers: dict[int, list[int]] = {}
         for n in order:
             for k in nodes[n].kids:
                 consumers.setdefault(k, []).append(n)
+        in_compute = set(compute)
+        edges = [(n, c) for n in compute for c in consumers.get(n, ()) if c in in_compute]
+        graph = KernelGraph(compute, edges)
+        find = graph.find
 
+        keys = {n: set() for n in compute}          # group -> reduction keys
+        spaces = {n: self.space(nodes, n) for n in compute}
+        for n in compute:
+            if nodes[n].op in REDUCTIONS:
+                keys[n].add((spaces[n], nodes[n].attrs[0]))
         members = {n: [n] for n in compute}
+        group_spaces = {n: {spaces[n]} for n in compute}     # the distinct iteration spaces
 
         def compatible(a, b):
             ks = keys[a] | keys[b]
@@ -202,57 +199,8 @@ class CostModel:
                 return False
             spaces_of = {s for s, _ in ks}
             size = self.numel(next(iter(spaces_of)))
-            return all(any(spaces[m] & ~s == 0 for s in spaces_of) or self.numel(spaces[m]) == size
-                       for m in members[a] + members[b])
-
-        # the kernel graph between groups, kept up to date as groups merge
-        succ: dict[int, set[int]] = {n: set() for n in compute}
-        pred: dict[int, set[int]] = {n: set() for n in compute}
-        for m in compute:
-            for c in consumers.get(m, ()):
-                if c in parent:
-                    succ[m].add(c)
-                    pred[c].add(m)
-
-        def creates_cycle(a, b):
-            """Would merging groups a and b put a kernel between two of its own parts? (a path
-            a -> X -> ... -> b, or b -> ... -> a, through another group X)"""
-            for start, goal in ((a, b), (b, a)):
-                stack = [x for x in succ[start] if x != goal]
-                seen = set()
-                while stack:
-                    x = stack.pop()
-                    if x in seen:
-                        continue
-                    if len(seen) >= MAX_CYCLE_SEARCH:
-                        return True           # too far to tell: do not merge (a kernel more)
-                    seen.add(x)
-                    for y in succ[x]:
-                        if y == goal:
-                            return True
-                        if y != start:
-                            stack.append(y)
-            return False
-
-        def union(a, b):
-            a, b = find(a), find(b)
-            if a == b:
-                return
-            parent[b] = a
-            keys[a] |= keys.pop(b)
-            members[a] += members.pop(b)
-            for x in succ.pop(b):
-                pred[x].discard(b)
-                if x != a:
-                    pred[x].add(a)
-                    succ[a].add(x)
-            for x in pred.pop(b):
-                succ[x].discard(b)
-                if x != a:
-                    succ[x].add(a)
-                    pred[a].add(x)
-            succ[a].discard(b)
-            pred[a].discard(b)
+            return all(any(sp & ~s == 0 for s in spaces_of) or self.numel(sp) == size
+                       for sp in group_spaces[a] | group_spaces[b])
 
         # pointwise with pointwise first, then groups with reductions, along edges; then
         # siblings (groups reading a common value: nvFuser segments one fusion, so independent
@@ -265,16 +213,18 @@ class CostModel:
                     a, b = find(n), find(c)
                     if a == b or (pointwise_only and (keys[a] or keys[b])):
                         continue
-                    if compatible(a, b) and not creates_cycle(a, b):
-                        union(a, b)
+                    if compatible(a, b) and not graph.would_cycle(a, b):
+                        kept, gone = graph.merge(a, b)
+                        keys[kept] |= keys.pop(gone)
+                        members[kept] += members.pop(gone)
+                        group_spaces[kept] |= group_spaces.pop(gone)
                         changed = True
 
-        edges = [(n, c) for n in compute for c in consumers.get(n, ()) if c in parent]
         merge_pairs(edges, True)
         merge_pairs(edges, False)
         siblings = []
         for v, users in consumers.items():
-            users = [u for u in users if u in parent]
+            users = [u for u in users if u in in_compute]
             siblings += [(users[0], u) for u in users[1:]]
         merge_pairs(siblings, False)
         return self._kernels(nodes, order, compute, find, keys, members, consumers, set(roots))

@@ -55,7 +55,41 @@ def program(graph: TermGraph, prefix: str, labels: dict[int, int], dtypes: dict[
     return "\n".join(lines)
 
 
+# Commands per parse: egglog's parse_program and run_program grow faster than linearly in the
+# number of commands of one call (4000 lets: 5 s in one call, 0.3 s in chunks of 100).
+CHUNK = 100
+
+
 def run_text(eg: EGraph, text: str) -> None:
-    """Parse and run egglog commands on ``eg``."""
+    """Parse and run egglog commands on ``eg``, in chunks of about ``CHUNK`` lines cut only
+    where the parentheses balance (outside string literals)."""
+    chunk, depth = [], 0
+    for line in text.splitlines():
+        chunk.append(line)
+        depth += _paren_balance(line)
+        if depth == 0 and len(chunk) >= CHUNK:
+            _run(eg, "\n".join(chunk))
+            chunk = []
+    _run(eg, "\n".join(chunk))
+
+
+def _run(eg: EGraph, text: str) -> None:
     if text.strip():
         eg._egraph.run_program(*eg._egraph.parse_program(text))
+
+
+def _paren_balance(line: str) -> int:
+    if '"' not in line:
+        return line.count("(") - line.count(")")
+    balance, quoted, escaped = 0, False, False
+    for ch in line:
+        if quoted:
+            quoted = escaped or ch != '"'
+            escaped = not escaped and ch == "\\"
+        elif ch == '"':
+            quoted = True
+        elif ch == "(":
+            balance += 1
+        elif ch == ")":
+            balance -= 1
+    return balance
