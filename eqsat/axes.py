@@ -651,14 +651,30 @@ class Types:
         return self.of[value_id]
 
     def bind(self, fusion: Fusion, inputs: Sequence[Any]) -> dict[int, int]:
-        """Concrete extents of every label reachable from the input tensors' shapes."""
+        """Concrete extents of every label reachable from the input tensors' shapes.
+
+        Raises FusionError where two input dims that the fusion uses as one axis (through an
+        elementwise op, say) have different extents, naming both: torch would broadcast such
+        inputs silently and nvFuser rejects them at run time."""
         out = {k: v for k, v in self.extents.items() if v is not None}
-        for vid, value in zip(fusion.inputs, inputs):
+        seen: dict[int, tuple[int, int]] = {}        # label -> (input, dim) that set it
+        for i, (vid, value) in enumerate(zip(fusion.inputs, inputs)):
             t = self.of[vid]
-            if isinstance(t, TensorType) and t.dims is not None and hasattr(value, "shape"):
-                for d, n in zip(t.dims, value.shape):
-                    if not (d.broadcast and self.extents.get(d.label) == 1):
-                        out.setdefault(d.label, int(n))
+            if not (isinstance(t, TensorType) and t.dims is not None and hasattr(value, "shape")):
+                continue
+            for j, (d, n) in enumerate(zip(t.dims, value.shape)):
+                if d.broadcast and self.extents.get(d.label) == 1:
+                    continue
+                n = int(n)
+                if d.label in out and out[d.label] != n:
+                    first = (f"input {seen[d.label][0]} dim {seen[d.label][1]}" if d.label in seen
+                             else "the definition's static shapes")
+                    raise FusionError(
+                        f"input {i} dim {j} has extent {n}, but the fusion uses it as the same axis "
+                        f"as {first}, of extent {out[d.label]}",
+                        line=fusion.producer[vid].line, op="fd.define_tensor")
+                out[d.label] = n
+                seen.setdefault(d.label, (i, j))
         for _ in range(len(self.same_extent)):       # chains of reshapes
             for a, b in self.same_extent:
                 if b in out and a not in out:

@@ -10,6 +10,7 @@ wins ties.
 """
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass, field
 
@@ -75,7 +76,9 @@ class Choice:
 
 
 def _valid(node: GNode) -> bool:
-    return node.labels >= 0 and node.dtype >= 0
+    """Typed (labels and dtype known), or a leaf: a leaf is a boundary, read as it is (the
+    output of an op eqsat does not model has no type the analysis knows)."""
+    return node.op == "Leaf" or (node.labels >= 0 and node.dtype >= 0)
 
 
 def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
@@ -93,30 +96,32 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
         return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + \
             (launch if node.op in REDUCTIONS else 0.0)
 
-    # a worklist: a class is looked at again only when one of its children got cheaper
-    users: dict[int, set[int]] = {}
-    own: dict[int, list[tuple[GNode, float]]] = {}
-    for c, nodes in d.classes.items():
-        own[c] = [(n, local(n)) for n in nodes if _valid(n)]
-        for n, _ in own[c]:
-            for k in n.kids:
-                users.setdefault(k, set()).add(c)
-    work = list(d.classes)
-    queued = set(work)
-    while work:
-        c = work.pop()
-        queued.discard(c)
-        improved = False
-        for node, cost in own[c]:
-            total = cost + sum(best.get(k, INF) for k in node.kids)
-            if total < best[c] - 1e-9:
-                best[c], pick[c] = total, node
-                improved = True
-        if improved:
-            for u in users.get(c, ()):
-                if u not in queued:
-                    queued.add(u)
-                    work.append(u)
+    # Knuth's generalization of Dijkstra: a tree cost never falls below a child's, so the
+    # cheapest e-node whose children are all settled settles its class. Each e-node is looked
+    # at once its last child settles: O(e-nodes log e-nodes), however much the classes share.
+    nodes = [(c, n, cost) for c, ns in d.classes.items() for n in ns if _valid(n)
+             for cost in (local(n),)]
+    waiting = [len(set(n.kids)) for _, n, _ in nodes]
+    users: dict[int, list[int]] = {}
+    heap: list[tuple[float, int]] = []
+    for i, (c, n, cost) in enumerate(nodes):
+        for k in set(n.kids):
+            users.setdefault(k, []).append(i)
+        if not waiting[i]:
+            heap.append((cost, i))
+    heapq.heapify(heap)
+    while heap:
+        total, i = heapq.heappop(heap)
+        c, node, _ = nodes[i]
+        if c in pick:
+            continue
+        best[c], pick[c] = total, node
+        for j in users.get(c, ()):
+            waiting[j] -= 1
+            if not waiting[j]:
+                cj, nj, cost = nodes[j]
+                if cj not in pick:
+                    heapq.heappush(heap, (cost + sum(best[k] for k in nj.kids), j))
     return pick
 
 
@@ -160,6 +165,8 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
                 if est is not None and est.time_us < current.score - 1e-6:
                     current = Choice(trial, est)
                     improved = True
+                    break
+                if time.perf_counter() >= deadline:
                     break
             if improved or time.perf_counter() >= deadline:
                 break

@@ -36,12 +36,15 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)   # fired rules whose right side is in the result
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: saturate, extract, lower, total
 
     def summary(self) -> dict:
         return {"before": self.before.summary(), "after": self.after.summary(),
                 "changed": self.changed, "rules": self.rules,
                 "rules_fired": self.rules_fired, "saturation": self.saturation,
-                "optimizer_ms": round(self.seconds * 1e3, 2), "notes": self.notes}
+                "optimizer_ms": round(self.seconds * 1e3, 2),
+                "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
+                "notes": self.notes}
 
     def __str__(self) -> str:
         b, a = self.before, self.after
@@ -54,7 +57,9 @@ class Report:
         if self.rules_fired:
             lines.append("rules that fired: " + ", ".join(f"{k}×{v}" for k, v in sorted(
                 self.rules_fired.items(), key=lambda kv: -kv[1])))
-        lines.append(f"saturation: {self.saturation}; optimizer {self.seconds * 1e3:.1f} ms")
+        phases = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in self.phases.items() if k != "total")
+        lines.append(f"saturation: {self.saturation}; optimizer {self.seconds * 1e3:.1f} ms"
+                     + (f" ({phases} ms)" if phases else ""))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -82,7 +87,8 @@ def concrete_extents(fusion: Fusion, inputs: Sequence[Any] | None, extents: dict
             node = fusion.producer[vid]
             if node.op == "define_tensor":
                 try:
-                    check_tensor_input(i, value, node.arg("shape"), node.arg("dtype"))
+                    check_tensor_input(i, value, node.arg("shape"), node.arg("dtype"),
+                                       node.arg("contiguity"), node.arg("stride_order"))
                 except FusionError as err:
                     raise FusionError(err.message, line=node.line, op="fd.define_tensor") from None
         out.update(types.bind(fusion, inputs))
@@ -181,7 +187,12 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     a = _analyse(fusion, concrete, prof, names, limits or Limits())
     enc, d, cls, original, roots, model, sat = a.enc, a.dump, a.cls, a.original, a.roots, a.model, a.sat
     notes = [f"not optimized: {enc.skipped}"] if enc.skipped else []
+    if sat and sat.stop != "saturated":
+        notes.append(f"saturation stopped at the {sat.stop} ({_limit_text(limits or Limits(), sat.stop)}): "
+                     f"the result is the best of the rewrites explored by then")
+    t_extract = time.perf_counter()
     best, base = extract(d, roots, original, model, budget_s=search_seconds)
+    t_lower = time.perf_counter()
     before = a.before or base.estimate or Estimate()
     result, after, changed = fusion, before, False
     gain = (1 - best.score / before.time_us) if best.estimate is not None and before.time_us > 0 else 0.0
@@ -197,11 +208,19 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     elif best.estimate is None:
         notes.append("kept the input: the cost model could not score it")
     credited = _credited_rules(best.pick, roots, original, sat.fired if sat else {}) if changed else []
+    end = time.perf_counter()
+    phases = {"saturate": sat.seconds if sat else 0.0, "extract": t_lower - t_extract,
+              "lower": end - t_lower, "total": end - start}
     report = Report(before, after, changed, sat.fired if sat else {},
                     (f"{sat.stop} after {sat.iterations} iterations, {sat.nodes} e-nodes" if sat else
-                     "skipped"), time.perf_counter() - start, notes, credited)
+                     "skipped"), end - start, notes, credited, phases)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key, frontend)
+
+
+def _limit_text(limits: Limits, stop: str) -> str:
+    return {"time limit": f"{limits.seconds:g} s", "node limit": f"{limits.nodes} e-nodes",
+            "iteration limit": f"{limits.iterations} iterations"}.get(stop, stop)
 
 
 @dataclass

@@ -8,6 +8,7 @@ the e-graph is valid at every stop.
 """
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,6 +70,11 @@ class Session:
         self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))      # compiles every rule once
 
     def rewrites(self, names: tuple[str, ...]):
+        from .rules import RULES
+
+        for n in names:                     # a rule registered after this session began
+            if n not in self._rule_sets:
+                self._rule_sets[n] = ruleset(RULES[n].egglog(), name=f"rule:{n}")
         if names not in self._combined:
             self._combined[names] = unstable_combine_rulesets(*(self._rule_sets[n] for n in names),
                                                               name=f"rewrites{len(self._combined)}")
@@ -95,10 +101,21 @@ class Session:
         if not rules:
             return Saturation(stop, 0, self.size(), time.perf_counter() - start)
         rewrites = self.rewrites(rules)
+        nodes, step_s, growth = self.size(), 0.0, 1.0
         while True:
             if iterations >= limits.iterations:
                 stop = "iteration limit"
                 break
+            # An exploding rule set multiplies the e-graph each iteration: stop before an
+            # iteration that would, at the last one's growth, pass the time limit or overshoot
+            # the node limit twice over, rather than after it.
+            if iterations and time.perf_counter() - start + step_s * growth >= limits.seconds:
+                stop = "time limit"
+                break
+            if iterations and nodes * growth >= 2 * limits.nodes:
+                stop = "node limit"
+                break
+            step_start, before = time.perf_counter(), nodes
             report = eg.run(1, ruleset=rewrites)
             iterations += 1
             for key, count in report.num_matches_per_rule.items():
@@ -107,6 +124,7 @@ class Session:
                     fired[name] = fired.get(name, 0) + count
             eg.run(analysis.saturate())
             nodes = self.size()
+            step_s, growth = time.perf_counter() - step_start, max(1.0, nodes / max(before, 1))
             if not report.updated:
                 break
             if nodes >= limits.nodes:
@@ -118,10 +136,24 @@ class Session:
         return Saturation(stop, iterations, self.size(), time.perf_counter() - start, fired)
 
 
+class _SessionHolder:
+    """Holds one thread's Session. egglog's EGraph must be dropped on the thread that made it;
+    the holder is released when its thread ends (on that thread), and collects the session's
+    reference cycles there, before the garbage collector could free them on another thread."""
+
+    def __init__(self):
+        self.session = Session()
+
+    def __del__(self):
+        self.session = None
+        gc.collect()
+
+
 _local = threading.local()
 
 
 def session() -> Session:
-    if not hasattr(_local, "session"):
-        _local.session = Session()
-    return _local.session
+    holder = getattr(_local, "holder", None)
+    if holder is None:
+        holder = _local.holder = _SessionHolder()
+    return holder.session

@@ -366,7 +366,7 @@ class TorchDefinition:
 
     def define_tensor(self, shape, contiguity=None, dtype=DataType.Float, is_cpu=False, stride_order=None):
         index, t = self._take("fd.define_tensor")
-        check_tensor_input(index, t, shape, dt.coerce(dtype))
+        check_tensor_input(index, t, shape, dt.coerce(dtype), contiguity, stride_order)
         return t
 
     def define_scalar(self, value=None, dtype=None):
@@ -392,7 +392,43 @@ class TorchDefinition:
         self.outputs.append(value)
 
 
-def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType) -> None:
+def contiguity_problem(t: torch.Tensor, contiguity: Sequence[Any] | None,
+                       stride_order: Sequence[int] | None) -> str | None:
+    """Why ``t``'s strides break the declared ``contiguity`` (None when they do not).
+
+    ``contiguity`` is per allocation dim, outermost first, as in nvFuser's define_tensor;
+    ``stride_order[j]`` is dim j's rank by stride (0: innermost). Walking the allocation dims
+    innermost first, a dim declared contiguous must have the stride of the dense layout (the
+    stride times the size of the next inner dim that has one). Size-1 and broadcast (None)
+    dims carry no stride requirement."""
+    rank = t.dim()
+    if contiguity is None or t.numel() == 0 or rank == 0:
+        return None
+    if isinstance(contiguity, bool):
+        contiguity = [contiguity] * rank
+    if len(contiguity) != rank:
+        return None
+    by_place = list(range(rank))                       # allocation place (outermost 0) -> dim
+    if stride_order:
+        for j, r in enumerate(stride_order):
+            by_place[rank - 1 - r] = j
+    expected = 1
+    for place in reversed(range(rank)):
+        j = by_place[place]
+        size, stride = t.shape[j], t.stride(j)
+        if size == 1 or contiguity[place] is None:
+            continue
+        if contiguity[place] and stride != expected:
+            return (f"dim {j} is declared contiguous, which needs stride {expected}, but has "
+                    f"stride {stride} (strides {list(t.stride())}); pass a .contiguous() tensor, "
+                    f"or declare that dim contiguity=False")
+        expected = stride * size
+    return None
+
+
+def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType,
+                       contiguity: Sequence[Any] | None = None,
+                       stride_order: Sequence[int] | None = None) -> None:
     where = f"input {index}"
     if not isinstance(t, torch.Tensor):
         raise FusionError(f"{where}: expected a {dtype.name} tensor of rank {len(shape)}, got "
@@ -409,6 +445,9 @@ def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType
         pass
     if problems:
         raise FusionError(f"{where}: expected " + ", ".join(problems), op="fd.define_tensor")
+    problem = contiguity_problem(t, contiguity, stride_order)
+    if problem:
+        raise FusionError(f"{where}: {problem}", op="fd.define_tensor")
 
 
 def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int | None = None,
@@ -445,19 +484,8 @@ def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int 
             out.append(r)
         return out
 
-    try:
-        replay(fusion, fd, on_node=conform)
-    except FusionError as err:
-        if err.line is None:
-            node = _node_at_input(fusion, fd._next)
-            raise FusionError(err.message, line=node.line if node else None, op=err.op) from err
-        raise
+    replay(fusion, fd, on_node=conform)     # errors name the node's line and op
     return fd.outputs
-
-
-def _node_at_input(fusion: Fusion, count: int) -> Node | None:
-    inputs = [n for n in fusion.nodes if n.is_input]
-    return inputs[count - 1] if 0 < count <= len(inputs) else None
 
 
 class EagerValue(Operators):
@@ -526,8 +554,10 @@ class EagerDefinition:
         if shape is None and "sizes" in kwargs:
             shape = [-1] * len(kwargs["sizes"])
         index, t = self._inner._take("fd.define_tensor")
-        check_tensor_input(index, t, list(shape), dt.coerce(kwargs.get("dtype", args[2] if len(args) > 2
-                                                                       else DataType.Float)))
+        dtype = dt.coerce(kwargs.get("dtype", args[2] if len(args) > 2 else DataType.Float))
+        check_tensor_input(index, t, list(shape), dtype, kwargs.get("contiguity", args[1] if len(args) > 1
+                                                                    else None),
+                           kwargs.get("stride_order", args[4] if len(args) > 4 else None))
         return EagerValue(self, t)
 
     def define_scalar(self, *args, **kwargs):

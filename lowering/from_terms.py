@@ -145,7 +145,33 @@ class TermLowering:
         return tuple(order)
 
     # -- terms -------------------------------------------------------------------------------
+    def lowered_kids(self, tid: int) -> tuple[int, ...]:
+        """The kids that ``_lower`` lowers through ``lower``, in its order."""
+        n = self.g[tid]
+        if n.op in ("Leaf", "Num", "Int", "Extent"):
+            return ()
+        return n.kids[:1] if n.op in REDUCTIONS else n.kids
+
     def lower(self, tid: int) -> Lowered:
+        if tid in self.memo:
+            return self.memo[tid]
+        # Lower the kids first, deepest first, without recursion: a chain of thousands of ops
+        # would overflow Python's stack. Each term is lowered in the order recursion would.
+        stack, entered = [tid], set()
+        while stack:
+            top = stack[-1]
+            if top in self.memo:
+                stack.pop()
+            elif top in entered or not any(k not in self.memo for k in self.lowered_kids(top)):
+                stack.pop()
+                if top != tid:
+                    self.lower_one(top)
+            else:
+                entered.add(top)
+                stack.extend(k for k in reversed(self.lowered_kids(top)) if k not in self.memo)
+        return self.lower_one(tid)
+
+    def lower_one(self, tid: int) -> Lowered:
         if tid not in self.memo:
             self.memo[tid] = self._lower(tid)
             lv = self.memo[tid]

@@ -54,11 +54,13 @@ def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
                 result = getattr(fd, name)(*args, **kwargs)
             else:
                 result = getattr(fd.ops, name)(*args, **kwargs)
-        except FusionError:
-            raise
-        except Exception as err:  # the implementation's own error, placed at the node
+        except Exception as err:  # placed at the node: its definition line and op
             label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
-            raise FusionError(f"{type(err).__name__}: {err}", line=node.line, op=label) from err
+            if not isinstance(err, FusionError):
+                raise FusionError(f"{type(err).__name__}: {err}", line=node.line, op=label) from err
+            if err.line is None:
+                raise FusionError(err.message, line=node.line, op=err.op or label) from err
+            raise
         results = list(result) if len(node.outputs) > 1 else [result]
         if on_node is not None:
             results = on_node(node, results)

@@ -1,0 +1,82 @@
+"""Inputs that do not match the definition are refused at `optimize_fusion`, `.for_inputs`,
+`.run_reference` and `.execute` alike, with the definition line of the input, the op and what
+was expected; ops eqsat does not model leave the rest of the fusion optimizable."""
+import inspect
+
+import pytest
+import torch
+
+import eqsat
+from eqsat import DataType, FusionError
+
+
+def scaled_row_sums(fd):
+    x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    w = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    wb = fd.ops.broadcast_in_dim(w, shape=x.shape(), broadcast_dims=[1])
+    fd.add_output(fd.ops.sum(fd.ops.mul(x, wb), dims=[1]))
+
+
+FIRST = inspect.getsourcelines(scaled_row_sums)[1] + 1      # the line defining x
+SECOND = FIRST + 1                                          # the line defining w
+
+
+@pytest.mark.parametrize("inputs, line, message", [
+    ([torch.randn(4, 8)], None, "takes 2 inputs, got 1"),
+    ([torch.randn(4, 8, dtype=torch.float64), torch.randn(8)], FIRST, r"dtype Float \(got torch.float64\)"),
+    ([torch.randn(4, 8), torch.randn(8, 1)], SECOND, r"rank 1 \(got 2\)"),
+    ([torch.randn(4, 8), [1.0] * 8], SECOND, "expected a Float tensor of rank 1, got list"),
+    ([torch.randn(4, 8), torch.randn(4)], SECOND,
+     "input 1 dim 0 has extent 4, but the fusion uses it as the same axis as input 0 dim 1, of extent 8"),
+    ([torch.randn(8, 4).t(), torch.randn(8)], FIRST,
+     r"dim 1 is declared contiguous, which needs stride 1, but has stride 4.*\.contiguous\(\)"),
+    ([torch.randn(4, 16)[:, ::2], torch.randn(8)], FIRST, "dim 1 is declared contiguous"),
+])
+@pytest.mark.parametrize("entry", ["optimize_fusion", "run_reference"])
+def test_inputs_that_do_not_match_are_refused_with_line_op_and_expectation(inputs, line, message, entry):
+    with pytest.raises(FusionError, match=message) as info:
+        if entry == "optimize_fusion":
+            eqsat.optimize_fusion(scaled_row_sums, inputs)
+        else:
+            eqsat.optimize_fusion(scaled_row_sums).run_reference(inputs)
+    assert info.value.line == line
+    if line is not None:
+        assert info.value.op == "fd.define_tensor"
+        assert f"line {line}: fd.define_tensor: input" in str(info.value)
+
+
+def test_layouts_the_definition_allows_are_accepted():
+    def strided(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[False, True], dtype=DataType.Float)
+        # column-major: dim 0 innermost
+        y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float,
+                             stride_order=[0, 1])
+        fd.add_output(fd.ops.add(x, y))
+
+    x = torch.randn(4, 16)[:, :8]                  # rows padded: not contiguous across dim 0
+    y = torch.randn(8, 4).t()
+    (out,) = eqsat.optimize_fusion(strided).run_reference([x, y])
+    torch.testing.assert_close(out, x + y)
+    # a size-1 dim carries no stride, and a dense tensor passes either way
+    (out,) = eqsat.optimize_fusion(strided).run_reference([torch.randn(1, 8), torch.randn(1, 8)])
+    assert out.shape == (1, 8)
+    with pytest.raises(FusionError, match="dim 0 is declared contiguous"):
+        eqsat.optimize_fusion(strided).run_reference([x, torch.randn(4, 8)])
+
+
+def test_an_unmodelled_op_leaves_the_rest_optimized_and_its_error_names_its_line():
+    def fusion(fd):
+        a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        n, k, m = fd.ops.size(a, dim=0), fd.ops.size(a, dim=1), fd.ops.size(b, dim=1)
+        ab = fd.ops.broadcast_in_dim(a, shape=[n, k, m], broadcast_dims=[0, 1])
+        bb = fd.ops.broadcast_in_dim(b, shape=[n, k, m], broadcast_dims=[0, 2])
+        fd.add_output(fd.ops.sum(fd.ops.mul(ab, bb), dims=[1]))
+        fd.add_output(fd.ops.some_future_op(a, 3))
+
+    opt = eqsat.optimize_fusion(fusion, [torch.empty(512, 512, device="meta")] * 2)
+    assert opt.report.changed and "sum-of-product-factor-right" in opt.report.rules
+    assert "fd.ops.some_future_op(T0, 3)" in opt.source
+    with pytest.raises(FusionError, match="some_future_op.*not modelled") as info:
+        opt.run_reference([torch.randn(4, 4), torch.randn(4, 4)])
+    assert info.value.line == inspect.getsourcelines(fusion)[1] + 7
