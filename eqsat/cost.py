@@ -185,7 +185,9 @@ class CostModel:
         keys = {n: set() for n in compute}          # group -> reduction keys
         spaces = {n: self.space(nodes, n) for n in compute}
         for n in compute:
-            if nodes[n].op in REDUCTIONS:
+            # a reduction over labels of extent 1 only (a broadcast dim: keepdim, [N, 1]
+            # inputs) is a squeeze to nvFuser, no reduction: it joins any kernel
+            if nodes[n].op in REDUCTIONS and self.numel(nodes[n].attrs[0] & spaces[n]) > 1:
                 keys[n].add((spaces[n], nodes[n].attrs[0]))
         members = {n: [n] for n in compute}
         group_spaces = {n: {spaces[n]} for n in compute}     # the distinct iteration spaces
