@@ -1,5 +1,6 @@
-"""Every corpus fusion on nvFuser, as given vs optimized: time, kernels, predicted vs actual
-kernel count, predicted vs measured time.
+"""Every corpus fusion on nvFuser, as given vs optimized: time (``us``: one call at a time, the
+latency; ``steady_us``: calls back to back), kernels, predicted vs actual kernel count,
+predicted vs measured time.
 
     python bench/corpus.py [--corpus DIR] [--json out.json] [--only NAME ...]   # on a GPU
     python bench/corpus.py --predict out.json [--profile P]   # CPU: re-predict, compare to a recorded run
@@ -34,13 +35,14 @@ def corpus_paths(corpus: pathlib.Path, only) -> list[pathlib.Path]:
 
 
 def _measure(fd, inputs, runs):
-    from gpu_timing import profile_kernels, time_us
+    from gpu_timing import profile_kernels, throughput_us, time_us
 
     # an output aliased to an input is written into it each run: the values drift, the work does not
     t = time_us(lambda: fd.execute(inputs), runs, max_seconds=0.5)
+    steady = throughput_us(lambda: fd.execute(inputs), runs, max_seconds=0.5)
     kernels = profile_kernels(lambda: fd.execute(inputs))
     nvf = [k for k in kernels if k.is_nvfuser]
-    return {"us": t, "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
+    return {"us": t, "steady_us": steady, "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
             "kernel_names": [k.name for k in kernels], "kernel_us": [round(k.us, 2) for k in kernels]}
 
 
@@ -79,11 +81,14 @@ def summarize(rows: list[dict]) -> dict:
     ok = [r for r in rows if "error" not in r]
     changed = [r for r in ok if r["changed"]]
     slower = [r["name"] for r in changed if r["optimized"]["us"] > SLOWER * r["given"]["us"]]
+    slower_steady = [r["name"] for r in changed if "steady_us" in r["given"]
+                     and r["optimized"]["steady_us"] > SLOWER * r["given"]["steady_us"]]
     kc_before = [r for r in ok if r["predicted_before"]["kernels"] == r["given"]["kernels"]]
     kc_after = [r for r in ok if r["predicted_after"]["kernels"] == r["optimized"]["kernels"]]
     time_err = [abs(r["predicted_before"]["time_us"] / r["given"]["us"] - 1) for r in ok]
     return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
             "changed": len(changed), "slower_than_given_by_3pct": slower,
+            "slower_than_given_by_3pct_steady_state": slower_steady,
             "mismatches": [r["name"] for r in changed if r.get("mismatch")],
             "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
             "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
