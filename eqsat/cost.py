@@ -36,6 +36,12 @@ FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on 
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
 BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
+# kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
+# kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
+RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
+# kept ops that index a tensor: their indexed input must be a kernel input (no scheduler of
+# nvFuser 0.2.35 takes them on a value computed in the same kernel)
+INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"})
 
 
 @dataclass(frozen=True)
@@ -113,20 +119,28 @@ def _counted(ops):
 
 class CostModel:
     def __init__(self, profile: Profile, extents: dict[int, int],
-                 links: dict[int, tuple[str, tuple[int, ...]]] | None = None):
+                 links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
+                 outputs: set[int] | None = None, aliased: int = 0):
         self.profile = profile
         self.extents = extents          # label bit -> extent
         self.links = links or {}        # kept op's output class -> (op, input classes)
+        self.outputs = outputs          # the fusion's output classes (None: every root)
+        self.aliased = aliased          # outputs written into an input (add_output(t, alias))
 
-    def linked(self, nodes: dict, links: dict | None = None) -> dict:
-        """``nodes`` with each kept op's output leaf as a pointwise node on its inputs."""
-        out = dict(nodes)
+    def linked(self, nodes: dict, links: dict | None = None) -> tuple[dict, dict[int, tuple[int, ...]]]:
+        """``nodes`` with each kept op's output leaf as a pointwise node on its inputs, and the
+        kept ops that stay barriers: their output leaf -> their inputs (which a kernel writes)."""
+        out, barriers = dict(nodes), {}
         for c, (op, ins) in (self.links if links is None else links).items():
             node = nodes.get(c)
-            if node is None or node.op != "Leaf" or op in BARRIERS:
+            if node is None or node.op != "Leaf":
                 continue
-            out[c] = GNode(f"Kept:{op}", node.attrs, tuple(k for k in ins if k in nodes), node.labels, node.dtype)
-        return out
+            ins = tuple(k for k in ins if k in nodes)
+            if op in BARRIERS:
+                barriers[c] = ins
+                continue
+            out[c] = GNode(f"Kept:{op}", node.attrs, ins, node.labels, node.dtype)
+        return out, barriers
 
     def numel(self, mask: int) -> int:
         return math.prod(self.extents.get(b, 1) for b in bits(mask))
@@ -160,19 +174,30 @@ class CostModel:
             return nodes[node.kids[0]].labels
         return node.labels
 
-    def estimate(self, nodes: dict, roots: list[int], links: dict | None = None) -> Estimate:
-        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``:
-        kept ops by node id, if not the model's own (which are by e-class)."""
+    def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
+                 outputs: set[int] | None = None) -> Estimate:
+        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``
+        and ``outputs``: kept ops and the fusion's outputs by node id, if not the model's own
+        (which are by e-class)."""
         order = None
+        outputs = self.outputs if outputs is None else outputs
         if self.links or links:
             try:
-                linked = self.linked(nodes, links)
-                order, nodes = _topological(linked, roots), linked
+                linked, barriers = self.linked(nodes, links)
+                # what the outputs need: kept ops' inputs are roots of the e-graph, but a kept op
+                # no output needs (dead code) costs nothing
+                sinks = _live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
+                order, nodes = _topological(linked, sorted(sinks)), linked
             except ValueError:          # a kept op's input made equal to its output: unlinked
                 pass
         if order is None:
             order = _topological(nodes, roots)
-        compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar]
+            sinks = set(roots)
+        # ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
+        # them in each kernel that uses them, like a scalar
+        factories = {n for n in order if nodes[n].op.startswith("Kept:")
+                     and not any(not nodes[k].is_scalar for k in nodes[n].kids)}
+        compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in factories]
         consumers: dict[int, list[int]] = {}
         for n in order:
             for k in nodes[n].kids:
@@ -191,11 +216,55 @@ class CostModel:
                 keys[n].add((spaces[n], nodes[n].attrs[0]))
         members = {n: [n] for n in compute}
         group_spaces = {n: {spaces[n]} for n in compute}     # the distinct iteration spaces
+        # what a node's iteration covers: its space, and for a kept op the labels of its inputs
+        # too (nvFuser maps a reshaped or resized axis back to the one it came from)
+        covers = {n: spaces[n] | (_kid_labels(nodes, n) if nodes[n].op.startswith("Kept:") else 0)
+                  for n in compute}
+        group_covers = {n: {covers[n]} for n in compute}
+        resizing = {n: [n] if nodes[n].op in RESIZES or nodes[n].op in INDEXING else [] for n in compute}
+        position = {n: i for i, n in enumerate(order)}
+
+        def written(m, a, b):
+            return m in sinks or any(c in in_compute and find(c) not in (a, b) for c in consumers.get(m, ()))
+
+        def resize_ok(a, b):
+            """nvFuser takes a resize or indexing op on a value computed in the same kernel only
+            in its resize scheduler: no reductions, no indexing, and no output on the near side."""
+            for m in resizing[a] + resizing[b]:
+                kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
+                inner = [k for k in kids if k in in_compute and find(k) in (a, b)]
+                if not inner:
+                    continue
+                if nodes[m].op in INDEXING or keys[a] or keys[b]:
+                    return False
+                if any(written(k, a, b) for k in inner):
+                    return False
+            return True
+
+        def covered(a, b):
+            """A kernel without reductions needs one tensor whose iteration covers every value it
+            reads and writes (nvFuser's reference tensor); a reduction's covers its kernel."""
+            union = 0
+            for c in group_covers[a] | group_covers[b]:
+                union |= c
+            if any(c == union for c in group_covers[a] | group_covers[b]):
+                return True
+            ms = sorted(members[a] + members[b], key=position.__getitem__)
+            inside, cover = set(ms), {}
+            for m in ms:
+                c = covers[m]
+                for k in nodes[m].kids:
+                    if k in inside:
+                        c |= cover[k]
+                cover[m] = c
+            return any(c == union for c in cover.values())
 
         def compatible(a, b):
+            if not resize_ok(a, b):
+                return False
             ks = keys[a] | keys[b]
             if not ks:
-                return True
+                return covered(a, b)
             kind = self.reduction_kind(ks)
             if kind is None:
                 return False
@@ -220,61 +289,125 @@ class CostModel:
                         keys[kept] |= keys.pop(gone)
                         members[kept] += members.pop(gone)
                         group_spaces[kept] |= group_spaces.pop(gone)
+                        group_covers[kept] |= group_covers.pop(gone)
+                        resizing[kept] += resizing.pop(gone)
                         changed = True
 
         merge_pairs(edges, True)
         merge_pairs(edges, False)
         siblings = []
         for v, users in consumers.items():
+            if v in factories:
+                continue
             users = [u for u in users if u in in_compute]
             siblings += [(users[0], u) for u in users[1:]]
         merge_pairs(siblings, False)
-        return self._kernels(nodes, order, compute, find, keys, members, consumers, set(roots))
+        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories)
 
-    def _kernels(self, nodes, order, compute, find, keys, members, consumers, roots) -> Estimate:
-        est = Estimate(host_us=self.profile.host_us if compute else 0.0)
+    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories) -> Estimate:
+        est = Estimate(host_us=self.profile.host_us if compute or self.aliased else 0.0)
         group_of = {n: find(n) for n in compute}
         for g, ms in members.items():
             ms_set = set(ms)
-            reads, written = set(), set()
-            flops = 0.0
-            for m in ms:
-                node = nodes[m]
-                weight = self.profile.special_function_weight if node.op in SPECIAL else \
-                    0.0 if node.op in FREE else 1.0
-                flops += self.numel(self.space(nodes, m)) * weight
-                for k in node.kids:
-                    if k not in ms_set and not nodes[k].is_scalar:
-                        reads.add(k)
-                outside = any(group_of.get(c) != g for c in consumers.get(m, ()))
-                if m in roots or outside:
-                    written.add(m)
-            kind = "pointwise"
-            inner_outer = bool(keys[g]) and self.reduction_kind(keys[g]) == "inner_outer"
-            if inner_outer:
-                kind = "normalization"
-            elif keys[g]:
+            kind, inner_outer = "pointwise", False
+            if keys[g]:
                 space = next(iter(keys[g]))[0]
                 reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
                 back = any(nodes[m].op not in REDUCTIONS and self.numel(self.space(nodes, m)) == self.numel(space)
                            and _depends_on(nodes, m, reduced, ms_set) for m in ms)
                 kind = "normalization" if back else "reduction"
-            consts = self.profile.kinds[kind]
-            rbytes = sum(self.nbytes(nodes[r]) for r in reads)
-            wbytes = sum(self.nbytes(nodes[w]) for w in written)
-            t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
-                                       flops / (consts.gflops * 1e3))
+                inner_outer = self.reduction_kind(keys[g]) == "inner_outer"
+            if inner_outer and not back:
+                # reductions along two sets of labels with nothing broadcast back: no persistent
+                # buffer, so nvFuser runs them as two reduction kernels over the same input
+                outer_labels = min(r for _, r in keys[g])
+                second = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
+                first = [m for m in ms if m not in set(second)]
+                feeding = _feeding(nodes, second, ms_set) - factories
+                est.kernels.append(self._kernel("reduction", nodes, first, group_of, g, consumers, sinks, factories))
+                est.kernels.append(self._kernel("reduction", nodes, second, group_of, g, consumers, sinks, factories, feeding))
+                continue
+            k = self._kernel(kind, nodes, ms, group_of, g, consumers, sinks, factories)
             if inner_outer:
                 # inner-outer: the outer reduction goes through per-block partial results
                 # (written and read back, about one row of them per SM) and a second launch; the
                 # outer one is taken to be the reduction over the lower labels (the leading dims)
+                consts = self.profile.kinds[kind]
                 outer_labels = min(r for _, r in keys[g])
                 outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
                 partial = 2 * PARTIAL_ROWS * sum(self.nbytes(nodes[m]) for m in outer)
-                t += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
-            est.kernels.append(Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t))
+                k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
+            est.kernels.append(k)
+        for _ in range(self.aliased):
+            # an output written into an input: nvFuser copies it in a segment of its own
+            est.kernels.append(Kernel("pointwise", ["alias-copy"], 0, 0, 0.0,
+                                      self.profile.kinds["pointwise"].launch_us))
         est.kernels.sort(key=lambda k: -k.time_us)
         return est
+
+    def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:
+        """One kernel of ``ms`` (members of group ``g``): what it reads and writes, its
+        arithmetic, and its time with the constants of ``kind``."""
+        ms_set = set(ms)
+        reads, written = set(extra_reads), set()
+        flops = 0.0
+        for m in ms:
+            node = nodes[m]
+            weight = self.profile.special_function_weight if node.op in SPECIAL else \
+                0.0 if node.op in FREE else 1.0
+            flops += self.numel(self.space(nodes, m)) * weight
+            for k in node.kids:
+                if k not in ms_set and group_of.get(k) != g and not nodes[k].is_scalar and k not in factories:
+                    reads.add(k)
+            if m in sinks or any(group_of.get(c) != g for c in consumers.get(m, ())):
+                written.add(m)
+        consts = self.profile.kinds[kind]
+        rbytes = sum(self.nbytes(nodes[r]) for r in reads)
+        wbytes = sum(self.nbytes(nodes[w]) for w in written)
+        t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
+                                   flops / (consts.gflops * 1e3))
+        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t)
+
+
+def _kid_labels(nodes, n) -> int:
+    mask = 0
+    for k in nodes[n].kids:
+        if not nodes[k].is_scalar:
+            mask |= nodes[k].labels
+    return mask
+
+
+def _live_sinks(nodes, barriers, outputs) -> set[int]:
+    """The outputs, and the inputs of the barrier ops (matmul, ...) that they need."""
+    sinks, stack, seen = set(outputs), list(outputs), set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        stack.extend(nodes[x].kids)
+        if x in barriers:
+            sinks.update(barriers[x])
+            stack.extend(barriers[x])
+    return sinks
+
+
+def _feeding(nodes, targets, within) -> set[int]:
+    """Values from outside ``within`` that ``targets`` read through members of ``within``."""
+    out, stack, seen = set(), list(targets), set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        for k in nodes[x].kids:
+            if nodes[k].is_scalar:
+                continue
+            if k in within:
+                stack.append(k)
+            else:
+                out.add(k)
+    return out
 
 
 def _depends_on(nodes, m, targets, within) -> bool:

@@ -257,11 +257,14 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
                                      d.labels.get(c, -1), d.dtype.get(c, -1)))
     roots = sorted({cls[t] for t in enc.roots.values()})
     links = {cls[leaf]: (op, tuple(cls[t] for t in ins)) for leaf, (op, ins) in enc.links.items()}
-    model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links)
+    output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
+    aliased = sum(1 for o in fusion.outputs if o.alias_input is not None)
+    model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
+                      outputs={cls[t] for t in output_terms}, aliased=aliased)
     terms = {tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
              for tid, n in enumerate(enc.graph.nodes)}
     try:
-        before = model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links)
+        before = model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links, outputs=output_terms)
     except ValueError:
         before = None
     return _Analysis(enc, d, cls, original, roots, model, sat if rewrite else None, before)
