@@ -120,12 +120,13 @@ def _counted(ops):
 class CostModel:
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
-                 outputs: set[int] | None = None, aliased: int = 0):
+                 outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None):
         self.profile = profile
         self.extents = extents          # label bit -> extent
         self.links = links or {}        # kept op's output class -> (op, input classes)
         self.outputs = outputs          # the fusion's output classes (None: every root)
         self.aliased = aliased          # outputs written into an input (add_output(t, alias))
+        self.inner = inner or {}        # class -> the label of its innermost (last logical) dim
 
     def linked(self, nodes: dict, links: dict | None = None) -> tuple[dict, dict[int, tuple[int, ...]]]:
         """``nodes`` with each kept op's output leaf as a pointwise node on its inputs, and the
@@ -175,10 +176,11 @@ class CostModel:
         return node.labels
 
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
-                 outputs: set[int] | None = None) -> Estimate:
-        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``
-        and ``outputs``: kept ops and the fusion's outputs by node id, if not the model's own
-        (which are by e-class)."""
+                 outputs: set[int] | None = None, inner: dict[int, int] | None = None) -> Estimate:
+        """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
+        ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
+        id, if not the model's own (which are by e-class)."""
+        inner = self.inner if inner is None else inner
         order = None
         outputs = self.outputs if outputs is None else outputs
         if self.links or links:
@@ -229,15 +231,18 @@ class CostModel:
 
         def resize_ok(a, b):
             """nvFuser takes a resize or indexing op on a value computed in the same kernel only
-            in its resize scheduler: no reductions, no indexing, and no output on the near side."""
+            in its resize scheduler: no reductions, no indexing, and every output past each
+            resize (no resize between the reference tensor and an output)."""
+            outs = None
             for m in resizing[a] + resizing[b]:
                 kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
-                inner = [k for k in kids if k in in_compute and find(k) in (a, b)]
-                if not inner:
+                if not any(k in in_compute and find(k) in (a, b) for k in kids):
                     continue
                 if nodes[m].op in INDEXING or keys[a] or keys[b]:
                     return False
-                if any(written(k, a, b) for k in inner):
+                if outs is None:
+                    outs = {w for w in members[a] + members[b] if written(w, a, b)}
+                if not outs <= _downstream(m, consumers, lambda c: c in in_compute and find(c) in (a, b)):
                     return False
             return True
 
@@ -302,9 +307,9 @@ class CostModel:
             users = [u for u in users if u in in_compute]
             siblings += [(users[0], u) for u in users[1:]]
         merge_pairs(siblings, False)
-        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories)
+        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories, inner)
 
-    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories) -> Estimate:
+    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories, inner) -> Estimate:
         est = Estimate(host_us=self.profile.host_us if compute or self.aliased else 0.0)
         group_of = {n: find(n) for n in compute}
         for g, ms in members.items():
@@ -317,6 +322,15 @@ class CostModel:
                            and _depends_on(nodes, m, reduced, ms_set) for m in ms)
                 kind = "normalization" if back else "reduction"
                 inner_outer = self.reduction_kind(keys[g]) == "inner_outer"
+            if all(self._is_view(nodes, m) for m in ms):
+                continue            # views of its inputs only: nvFuser aliases, no kernel
+            if kind == "reduction" and not inner_outer:
+                split = self._epilogue_split(nodes, ms, keys[g], inner)
+                if split:
+                    for part, pkind in zip(split, ("reduction", "pointwise")):
+                        est.kernels.append(self._kernel(pkind, nodes, part, group_of, g, consumers, sinks,
+                                                        factories, _feeding(nodes, part, set(part)) - factories))
+                    continue
             if inner_outer and not back:
                 # reductions along two sets of labels with nothing broadcast back: no persistent
                 # buffer, so nvFuser runs them as two reduction kernels over the same input
@@ -344,6 +358,36 @@ class CostModel:
                                       self.profile.kinds["pointwise"].launch_us))
         est.kernels.sort(key=lambda k: -k.time_us)
         return est
+
+    def _is_view(self, nodes, m) -> bool:
+        """A reshape, a slice, or a reduction over extent-1 labels (a squeeze)."""
+        op = nodes[m].op
+        if op in ("Kept:reshape", "Kept:slice"):
+            return True
+        return op in REDUCTIONS and self.numel(nodes[m].attrs[0]) <= 1
+
+    def _epilogue_split(self, nodes, ms, keys, inner) -> tuple[list, list] | None:
+        """nvFuser's reduction scheduler, reducing the innermost axis, fuses no op after the
+        reduction that reads a tensor the reductions do not: (reduction kernel, epilogue) then."""
+        space, reduced_labels = next(iter(keys))
+        reductions = [m for m in ms if nodes[m].op in REDUCTIONS]
+        innermost = inner.get(nodes[reductions[0]].kids[0]) if reductions else None
+        if innermost is None or not (1 << innermost) & reduced_labels:
+            return None                     # an outer reduction (or a layout not known)
+        ms_set = set(ms)
+        head = set(reductions)
+        stack = list(reductions)
+        while stack:                        # the reductions and what they read in the group
+            for k in nodes[stack.pop()].kids:
+                if k in ms_set and k not in head:
+                    head.add(k)
+                    stack.append(k)
+        tail = [m for m in ms if m not in head]
+        if not tail or not _feeding(nodes, tail, ms_set) - head - _feeding(nodes, reductions, ms_set):
+            return None
+        if any(nodes[k].is_scalar for k in _feeding(nodes, tail, ms_set) - head - _feeding(nodes, reductions, ms_set)):
+            return None
+        return [m for m in ms if m in head], tail
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:
         """One kernel of ``ms`` (members of group ``g``): what it reads and writes, its
@@ -375,6 +419,18 @@ def _kid_labels(nodes, n) -> int:
         if not nodes[k].is_scalar:
             mask |= nodes[k].labels
     return mask
+
+
+def _downstream(start, consumers, inside) -> set[int]:
+    """``start`` and what depends on it through nodes for which ``inside`` holds."""
+    seen, stack = {start}, [start]
+    while stack:
+        x = stack.pop()
+        for c in consumers.get(x, ()):
+            if c not in seen and inside(c):
+                seen.add(c)
+                stack.append(c)
+    return seen
 
 
 def _live_sinks(nodes, barriers, outputs) -> set[int]:

@@ -259,12 +259,15 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
     links = {cls[leaf]: (op, tuple(cls[t] for t in ins)) for leaf, (op, ins) in enc.links.items()}
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     aliased = sum(1 for o in fusion.outputs if o.alias_input is not None)
+    inner = {t: order[-1] for t, order in enc.order.items() if order}
     model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
-                      outputs={cls[t] for t in output_terms}, aliased=aliased)
+                      outputs={cls[t] for t in output_terms}, aliased=aliased,
+                      inner={cls[t]: b for t, b in inner.items()})
     terms = {tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
              for tid, n in enumerate(enc.graph.nodes)}
     try:
-        before = model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links, outputs=output_terms)
+        before = model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links, outputs=output_terms,
+                                inner=inner)
     except ValueError:
         before = None
     return _Analysis(enc, d, cls, original, roots, model, sat if rewrite else None, before)
