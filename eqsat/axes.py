@@ -135,6 +135,7 @@ class AxisInference:
         self._parent: dict[int, int] = {}
         self._extent: dict[int, int | None] = {}
         self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
+        self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []   # (in, out) labels
         self.types: dict[int, Any] = {}
         self._node: Node | None = None
 
@@ -492,6 +493,7 @@ class AxisInference:
             dims.append(Dim(self.new_label(1), True) if e == 1 else Dim(self.new_label(e)))
             if e is None and item.extent_of is not None:     # new_shape=[..., fd.ops.size(x, i), ...]
                 self.same_extent.append((dims[-1].label, item.extent_of))
+        self.reshapes.append((tuple(d.label for d in t.dims), tuple(d.label for d in dims)))
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_size(self, node, arg, dim):
@@ -628,8 +630,9 @@ class AxisInference:
 
         types = {v: fix(t) for v, t in self.types.items()}
         same = tuple((lab(a), lab(b)) for a, b in self.same_extent)
+        reshapes = tuple((tuple(map(lab, a)), tuple(map(lab, b))) for a, b in self.reshapes)
         extents = {n: self._extent[root] for root, n in number.items()}
-        return Types(types, extents, same)
+        return Types(types, extents, same, reshapes)
 
 
 UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
@@ -646,6 +649,7 @@ class Types:
     of: dict[int, Any]
     extents: dict[int, int | None]
     same_extent: tuple[tuple[int, int], ...] = ()   # label pairs of equal (symbolic) extent
+    reshapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # (in, out) labels: equal numel
 
     def __getitem__(self, value_id: int):
         return self.of[value_id]
@@ -675,10 +679,17 @@ class Types:
                         line=fusion.producer[vid].line, op="fd.define_tensor")
                 out[d.label] = n
                 seen.setdefault(d.label, (i, j))
-        for _ in range(len(self.same_extent)):       # chains of reshapes
+        for _ in range(len(self.same_extent) + len(self.reshapes)):       # chains of reshapes
             for a, b in self.same_extent:
                 if b in out and a not in out:
                     out[a] = out[b]
+            for ins, outs in self.reshapes:         # a reshape keeps the number of elements
+                for known, unknown in ((ins, outs), (outs, ins)):
+                    missing = {x for x in unknown if x not in out}
+                    if len(missing) == 1 and all(x in out for x in known):
+                        rest = math.prod(out[x] for x in unknown if x in out)
+                        if rest:
+                            out[missing.pop()] = math.prod(out[x] for x in known) // rest
         return out
 
 

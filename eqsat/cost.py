@@ -224,6 +224,7 @@ class CostModel:
                   for n in compute}
         group_covers = {n: {covers[n]} for n in compute}
         resizing = {n: [n] if nodes[n].op in RESIZES or nodes[n].op in INDEXING else [] for n in compute}
+        reshaping = {n: [n] if nodes[n].op == "Kept:reshape" else [] for n in compute}
         position = {n: i for i, n in enumerate(order)}
 
         def written(m, a, b):
@@ -275,6 +276,12 @@ class CostModel:
                 return False
             spaces_of = {s for s, _ in ks}
             size = self.numel(next(iter(spaces_of)))
+            # a value reshaped into the iteration space (a norm's weight [C] made [1, G, C/G])
+            # is iterated over with it
+            for m in reshaping[a] + reshaping[b]:
+                for s in list(spaces_of):
+                    if nodes[m].labels & ~s == 0:
+                        spaces_of.add(s | _kid_labels(nodes, m))
             return all(any(sp & ~s == 0 for s in spaces_of) or self.numel(sp) == size
                        for sp in group_spaces[a] | group_spaces[b])
 
@@ -296,6 +303,7 @@ class CostModel:
                         group_spaces[kept] |= group_spaces.pop(gone)
                         group_covers[kept] |= group_covers.pop(gone)
                         resizing[kept] += resizing.pop(gone)
+                        reshaping[kept] += reshaping.pop(gone)
                         changed = True
 
         merge_pairs(edges, True)
