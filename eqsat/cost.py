@@ -182,6 +182,7 @@ class CostModel:
         id, if not the model's own (which are by e-class)."""
         inner = self.inner if inner is None else inner
         order = None
+        barriers = {}
         outputs = self.outputs if outputs is None else outputs
         if self.links or links:
             try:
@@ -206,7 +207,12 @@ class CostModel:
                 consumers.setdefault(k, []).append(n)
         in_compute = set(compute)
         edges = [(n, c) for n in compute for c in consumers.get(n, ()) if c in in_compute]
-        graph = KernelGraph(compute, edges)
+        # a barrier op (matmul, ...) runs between the kernel that makes its inputs and those that
+        # read its output: a node of the kernel graph that never merges
+        walls = [n for n in order if n in barriers and n in consumers]
+        through = [(k, w) for w in walls for k in barriers[w] if k in in_compute] + \
+                  [(w, c) for w in walls for c in consumers[w] if c in in_compute]
+        graph = KernelGraph([n for n in order if n in in_compute or n in barriers], edges + through)
         find = graph.find
 
         keys = {n: set() for n in compute}          # group -> reduction keys
