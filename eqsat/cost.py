@@ -245,7 +245,7 @@ class CostModel:
                 kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
                 if not any(k in in_compute and find(k) in (a, b) for k in kids):
                     continue
-                if nodes[m].op in INDEXING or keys[a] or keys[b]:
+                if nodes[m].op in INDEXING or keys[a] or keys[b] or _resizes_broadcast(nodes, m):
                     return False
                 if outs is None:
                     outs = {w for w in members[a] + members[b] if written(w, a, b)}
@@ -425,6 +425,15 @@ class CostModel:
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                    flops / (consts.gflops * 1e3))
         return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t)
+
+
+def _resizes_broadcast(nodes, m) -> bool:
+    """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which
+    nvFuser's resize scheduler does not take."""
+    if nodes[m].op not in ("Kept:pad", "Kept:cat"):
+        return False
+    want = bin(nodes[m].labels).count("1")
+    return any(bin(nodes[k].labels).count("1") < want for k in nodes[m].kids if not nodes[k].is_scalar)
 
 
 def _kid_labels(nodes, n) -> int:
