@@ -288,7 +288,9 @@ class CostModel:
                 for s in list(spaces_of):
                     if nodes[m].labels & ~s == 0:
                         spaces_of.add(s | _kid_labels(nodes, m))
-            return all(any(sp & ~s == 0 for s in spaces_of) or self.numel(sp) == size
+            # equal size through other labels: a reshape of the space (only a reshape makes one)
+            reshaped = bool(reshaping[a] or reshaping[b])
+            return all(any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.numel(sp) == size)
                        for sp in group_spaces[a] | group_spaces[b])
 
         # pointwise with pointwise first, then groups with reductions, along edges; then
