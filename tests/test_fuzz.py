@@ -72,3 +72,42 @@ def test_a_factored_sum_of_a_bf16_operand_accumulates_in_fp32():
     small = [torch.randn(4, 300, generator=g).bfloat16(), torch.randn(4, 5, generator=g)]
     want = eqsat.run_fusion(opt.original, small)[0]
     assert mismatch(eqsat.run_fusion(opt.fusion, small)[0], want, 2e-6) is None
+
+
+def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
+    """Found by the fuzzer (seed 1674): the column sums of a column-normalized tensor are 0 in
+    exact arithmetic, so a layer norm of them normalizes rounding noise, and any reordering of
+    the sums changes the output by ~100%. The check then asks whether the optimized fusion is as
+    close to the float64 result as the original is, instead of how close the two are."""
+    import dataclasses
+    import torch
+    from eqsat.fuzz import widened
+    from eqsat.random_fusion import RandomCase
+
+    def fusion(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
+        shape = fd.ops.shape(x)
+        y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[1])),
+                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5))),
+                                               shape=shape, broadcast_dims=[1]))
+        noise = fd.ops.sum(y, dims=[0])                     # exactly 0 in real arithmetic
+        v2, m2 = fd.ops.var_mean(noise, dims=[0], correction=0)
+        n = fd.ops.shape(noise)
+        z = fd.ops.mul(fd.ops.sub(noise, fd.ops.broadcast_in_dim(m2, shape=n, broadcast_dims=[])),
+                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(v2, fd.define_scalar(1e-5))),
+                                               shape=n, broadcast_dims=[]))
+        fd.add_output(fd.ops.max(fd.ops.abs(z), dims=[0]))
+
+    f = eqsat.ingest(fusion)
+    wide = widened(f)
+    assert {n.arg("dtype") for n in wide.nodes if n.op == "define_tensor"} == {DataType.Double}
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 48, generator=g)
+    exact = eqsat.run_fusion(wide, [x.double()])[0]
+    assert exact.dtype == torch.float64 and float(exact) < 1e-3       # noise at float64 level
+    case = RandomCase(fusion=f, inputs=[x], planning_inputs=[torch.empty(4096, 4096, device="meta")],
+                      ops=["layer_norm", "sum", "layer_norm", "amax"], reduction_size=4096)
+    result = check_case(case, min_gain=0)
+    assert result.changed, "the sum is rewritten (otherwise nothing differs to judge)"
+    assert result.problem is None
