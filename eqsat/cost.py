@@ -12,7 +12,18 @@ count and bytes are not additive over nodes:
    Groups are merged greedily along edges while they stay compatible and the kernel graph
    stays acyclic. Ops eqsat keeps verbatim (reshape, slice, pad, cat, index_select, full,
    random...) count as pointwise ops on their inputs; matmul/linear, welford, segment_set and
-   unknown ops are barriers (their outputs are read like inputs).
+   unknown ops are barriers (their outputs are read like inputs, and no kernel spans one).
+   The rules of nvFuser's schedulers (0.2.35) that decide a merge:
+   - a kernel without reductions needs one tensor whose iteration covers all it reads and
+     writes (the reference tensor; a reshaped or resized axis counts as the one it came from);
+   - slice/pad/cat take a value computed in the same kernel only in a kernel without
+     reductions whose outputs all lie past the resize (the resize scheduler); indexing ops
+     (index_select, gather), and pads/cats of a broadcast dim, only a kernel input;
+   - reductions along two label sets share a kernel only with something broadcast back
+     (inner-outer persistent); an innermost-axis reduction kernel takes no epilogue that
+     reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel;
+   - factory ops (full, iota, random) are recomputed in each kernel that uses them; an output
+     aliased to an input is copied in a segment of its own.
 2. **Bytes** per kernel: the tensors it reads (inputs, and intermediates another kernel
    wrote) and writes (roots, and intermediates another kernel reads). **Arithmetic**: one op
    per element of each node's iteration space (special functions weigh more, casts nothing;
