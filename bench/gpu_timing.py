@@ -88,9 +88,15 @@ def profile_kernels(fn, repeats: int = 1) -> list[KernelRun]:
 def kernel_count(fn) -> int:
     """nvFuser's kernels (names starting ``nvf``) one call launches; all kernels where there
     are none of nvFuser's (torch eager, torch.compile)."""
-    runs = profile_kernels(fn)
+    return kernel_count_and_time(fn)[0]
+
+
+def kernel_count_and_time(fn, repeats: int = 5) -> tuple[int, float]:
+    """(kernel_count(fn), the device time of all the kernels one call launches, in µs: the
+    sum of each kernel's median over ``repeats`` profiled calls; no host cost in it)."""
+    runs = profile_kernels(fn, repeats)
     nvf = [k for k in runs if k.is_nvfuser]
-    return len(nvf) if nvf else len(runs)
+    return (len(nvf) if nvf else len(runs)), sum(k.us for k in runs)
 
 
 def copy_bandwidth() -> float:

@@ -1,8 +1,10 @@
 """The two seed fusions on a GPU, side by side: nvFuser on the definition as given, on eqsat's
 output and on the hand rewrite; torch eager; torch.compile. Time (CUDA events, warm-up, many
 runs): ``us`` at steady state (calls issued back to back, the host's launch cost overlapped
-with the GPU work before it; the speedups are of this), and ``latency_us`` (one call at a
-time, host cost inside); kernels (torch.profiler); achieved bandwidth against a measured copy.
+with the GPU work before it; the speedups are of this), ``latency_us`` (one call at a time,
+host cost inside) and ``device_us`` (the kernels' own time, torch.profiler: what is left where
+a call is bound by nvFuser's host cost); kernels (torch.profiler); achieved bandwidth against
+a measured copy.
 
     python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick]
 """
@@ -13,7 +15,7 @@ import json
 import sys
 
 import torch
-from gpu_timing import copy_bandwidth, kernel_count, throughput_us, time_us
+from gpu_timing import copy_bandwidth, kernel_count_and_time, throughput_us, time_us
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
@@ -57,12 +59,12 @@ def main(argv=None) -> int:
             for label, fn in runs.items():
                 t = throughput_us(fn, args.runs)
                 latency = time_us(fn, args.runs)
-                k = kernel_count(fn)
+                k, device = kernel_count_and_time(fn)
                 achieved = nbytes / (t * 1e-6)
-                print(f"  {label:24s} {t:9.1f} us ({latency:7.1f} us latency)  {k:3d} kernels  "
-                      f"{achieved / bw * 100:5.1f}% of copy bandwidth")
+                print(f"  {label:24s} {t:9.1f} us ({latency:7.1f} us latency, {device:7.1f} us on the GPU)  "
+                      f"{k:3d} kernels  {achieved / bw * 100:5.1f}% of copy bandwidth")
                 rows.append({"seed": name, "shape": shape, "run": label, "us": t, "latency_us": latency,
-                             "kernels": k, "bandwidth_fraction": achieved / bw})
+                             "device_us": device, "kernels": k, "bandwidth_fraction": achieved / bw})
     print("\n" + table(rows))
     if args.json:
         with open(args.json, "w") as f:
@@ -89,6 +91,13 @@ def table(rows) -> str:
                  for n in _run_names(rows)]
         ratio = runs["nvFuser + eqsat"]["us"] / runs["nvFuser hand-rewritten"]["us"]
         lines.append(f"{seed:20s} {'x'.join(map(str, shape)):>16s}  " + "  ".join(cells) + f"  {ratio:10.3f}")
+    lines.append("on the GPU alone (kernel time, no host cost): eqsat's speedup over as given, eqsat/hand")
+    for (seed, shape), runs in _cases(rows).items():
+        if all("device_us" in runs.get(n, {}) for n in ("nvFuser as given", "nvFuser + eqsat", "nvFuser hand-rewritten")):
+            ours = runs["nvFuser + eqsat"]["device_us"]
+            lines.append(f"{seed:20s} {'x'.join(map(str, shape)):>16s}  "
+                         f"{runs['nvFuser as given']['device_us'] / ours:8.2f}x  "
+                         f"{ours / runs['nvFuser hand-rewritten']['device_us']:8.3f}")
     return "\n".join(lines)
 
 
