@@ -412,8 +412,6 @@ class CostModel:
         tail = [m for m in ms if m not in head]
         if not tail or not _feeding(nodes, tail, ms_set) - head - _feeding(nodes, reductions, ms_set):
             return None
-        if any(nodes[k].is_scalar for k in _feeding(nodes, tail, ms_set) - head - _feeding(nodes, reductions, ms_set)):
-            return None
         return [m for m in ms if m in head], tail
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:

@@ -1,0 +1,185 @@
+"""The cost model's segmentation: how many kernels nvFuser (0.2.35) makes of a fusion, rule by
+rule, as estimate_fusion predicts it. Each fusion is written here; the counts are the ones
+nvFuser's segmenter gives such fusions (its scheduler rules, cited in eqsat/cost.py), and the
+corpus benchmark checks the model against nvFuser's real counts."""
+import pytest
+import torch
+
+import eqsat
+from eqsat import DataType
+
+F32 = DataType.Float
+
+
+def _tensor(fd, rank):
+    return fd.define_tensor(shape=[-1] * rank, contiguity=[True] * rank, dtype=F32)
+
+
+def kernels(definition, *shapes) -> int:
+    inputs = [torch.empty(*s, device="meta") for s in shapes]
+    return len(eqsat.estimate_fusion(definition, inputs).kernels)
+
+
+def test_a_slice_of_an_input_fuses_with_what_follows():
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        s = fd.ops.slice(x, start_indices=[0, 0], end_indices=[64, 32], strides=[1, 1])
+        fd.add_output(fd.ops.mul(fd.ops.exp(s), s))
+
+    assert kernels(fusion, (128, 64)) == 1
+
+
+def test_two_halves_computed_on_apart_are_two_kernels():
+    """No one reference tensor covers both halves: a resize lies between them."""
+    def fusion(fd):
+        x = _tensor(fd, 1)
+        fd.add_output(fd.ops.exp(fd.ops.slice(x, start_indices=[0], end_indices=[512], strides=[1])))
+        fd.add_output(fd.ops.exp(fd.ops.slice(x, start_indices=[512], end_indices=[1024], strides=[1])))
+
+    assert kernels(fusion, (1024,)) == 2
+
+
+def test_slices_of_a_computed_tensor_are_views_of_what_its_kernel_writes():
+    def fusion(fd):
+        y = fd.ops.exp(_tensor(fd, 1))
+        fd.add_output(fd.ops.slice(y, start_indices=[0], end_indices=[512], strides=[1]))
+        fd.add_output(fd.ops.slice(y, start_indices=[512], end_indices=[1024], strides=[1]))
+
+    assert kernels(fusion, (1024,)) == 1
+
+
+def test_an_output_before_a_resize_and_one_after_it_are_two_kernels():
+    def fusion(fd):
+        x = _tensor(fd, 1)
+        y = fd.ops.exp(x)
+        fd.add_output(y)
+        fd.add_output(fd.ops.pad(y, [2, 2], fd.define_scalar(0.0)))
+
+    assert kernels(fusion, (1024,)) == 2
+
+
+def test_a_slice_of_a_reduction_input_computed_in_the_kernel_splits_it():
+    """The resize scheduler takes no reductions, and the reduction scheduler takes a slice
+    only of a kernel input."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        s = fd.ops.slice(fd.ops.exp(x), start_indices=[0, 0], end_indices=[128, 32], strides=[1, 1])
+        fd.add_output(fd.ops.sum(s, dims=[1]))
+
+    assert kernels(fusion, (128, 64)) == 2
+
+
+def test_index_select_of_a_computed_tensor_takes_it_from_another_kernel():
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        i = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        fd.add_output(fd.ops.index_select(fd.ops.exp(x), i, dim=0))
+
+    inputs = [torch.empty(64, 32, device="meta"), torch.empty(8, dtype=torch.int64, device="meta")]
+    assert len(eqsat.estimate_fusion(fusion, inputs).kernels) == 2
+
+
+def test_outputs_broadcast_to_two_different_extents_are_two_kernels():
+    def fusion(fd):
+        a = _tensor(fd, 1)
+        x = fd.define_tensor(shape=[4, -1], contiguity=[True, True], dtype=F32)
+        y = fd.define_tensor(shape=[5, -1], contiguity=[True, True], dtype=F32)
+        fd.add_output(fd.ops.add(x, fd.ops.broadcast_in_dim(a, shape=x.shape(), broadcast_dims=[1])))
+        fd.add_output(fd.ops.add(y, fd.ops.broadcast_in_dim(a, shape=y.shape(), broadcast_dims=[1])))
+
+    assert kernels(fusion, (64,), (4, 64), (5, 64)) == 2
+
+
+@pytest.mark.parametrize("back, want", [(False, 2), (True, 1)])
+def test_row_and_column_sums_share_a_kernel_only_when_persistent(back, want):
+    """Sums along both axes of one tensor: two reduction kernels, unless a sum is broadcast back
+    and used (a norm backward: nvFuser's inner-outer persistent kernel)."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        rows = fd.ops.sum(x, dims=[1])
+        fd.add_output(fd.ops.sum(x, dims=[0]))
+        if back:
+            fd.add_output(fd.ops.sub(x, fd.ops.broadcast_in_dim(rows, shape=x.shape(), broadcast_dims=[0])))
+        else:
+            fd.add_output(rows)
+
+    assert kernels(fusion, (4096, 1024)) == want
+
+
+@pytest.mark.parametrize("inner, want", [(True, 2), (False, 1)])
+def test_an_epilogue_reading_another_tensor_after_an_inner_reduction_is_its_own_kernel(inner, want):
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        b = _tensor(fd, 1)
+        s = fd.ops.sum(x, dims=[1 if inner else 0])
+        fd.add_output(fd.ops.add(s, b))
+
+    assert kernels(fusion, (1024, 1024), (1024,)) == want
+
+
+def test_views_alone_are_no_kernel():
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        r = fd.ops.reshape(x, new_shape=[64, 32, 2])
+        s = fd.ops.slice(r, start_indices=[0, 0, 0], end_indices=[64, 32, 1], strides=[1, 1, 1])
+        fd.add_output(fd.ops.sum(s, dims=[2]))          # over an extent-1 axis: a squeeze
+
+    assert kernels(fusion, (64, 64)) == 0
+
+
+def test_an_output_written_into_an_input_is_copied_in_a_segment_of_its_own():
+    def fusion(fd):
+        x = _tensor(fd, 1)
+        y = _tensor(fd, 1)
+        fd.add_output(fd.ops.add(x, y), x)
+        fd.add_output(fd.ops.mul(x, y))
+
+    assert kernels(fusion, (1024,), (1024,)) == 2
+
+
+def test_no_kernel_spans_a_matmul():
+    """(x + 1) @ w, then + (x + 1): the two pointwise kernels on either side of the matmul
+    cannot merge (the merged kernel would both feed and wait on it)."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        w = _tensor(fd, 2)
+        h = fd.ops.add(x, fd.define_scalar(1.0))
+        fd.add_output(fd.ops.add(fd.ops.matmul(h, w), h))
+
+    assert kernels(fusion, (256, 256), (256, 256)) == 2
+
+
+def test_a_factory_op_is_recomputed_in_each_kernel_that_reads_it():
+    """Two outputs over unrelated axes that both read one full(): not one kernel."""
+    def fusion(fd):
+        x = _tensor(fd, 1)
+        y = _tensor(fd, 1)
+        c = fd.ops.full(shape=[1], fill_value=fd.define_scalar(2.0), dtype=F32)
+        fd.add_output(fd.ops.mul(x, fd.ops.broadcast_in_dim(c, shape=x.shape(), broadcast_dims=[0])))
+        fd.add_output(fd.ops.mul(y, fd.ops.broadcast_in_dim(c, shape=y.shape(), broadcast_dims=[0])))
+
+    assert kernels(fusion, (1024,), (512,)) == 2
+
+
+def test_a_group_norm_with_reshaped_weights_is_one_kernel():
+    """x [N, C, HW] reshaped to [N, G, C/G, HW], normalized per group, and scaled by a weight
+    [C] reshaped to [G, C/G]: nvFuser's persistent kernel takes it whole. The reshape's extent
+    C/G comes from the number of elements."""
+    def fusion(fd):
+        x = _tensor(fd, 3)
+        w = _tensor(fd, 1)
+        n, c, hw = fd.ops.size(x, dim=0), fd.ops.size(x, dim=1), fd.ops.size(x, dim=2)
+        groups = fd.define_scalar(8, dtype=DataType.Int)
+        per = fd.ops.div(c, groups)
+        g = fd.ops.reshape(x, new_shape=[n, groups, per, hw])
+        var, mean = fd.ops.var_mean(g, dims=[2, 3], correction=0)
+        shape = fd.ops.shape(g)
+        y = fd.ops.mul(fd.ops.sub(g, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0, 1])),
+                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(var), shape=shape, broadcast_dims=[0, 1]))
+        wg = fd.ops.reshape(w, new_shape=[groups, per])
+        y = fd.ops.mul(y, fd.ops.broadcast_in_dim(wg, shape=shape, broadcast_dims=[1, 2]))
+        fd.add_output(fd.ops.reshape(y, new_shape=[n, c, hw]))
+
+    est = eqsat.estimate_fusion(fusion, [torch.empty(16, 64, 1024, device="meta"), torch.empty(64, device="meta")])
+    assert len(est.kernels) == 1
+    assert est.bytes == 2 * 16 * 64 * 1024 * 4 + 64 * 4       # x read, y written, w read: no extent guessed
