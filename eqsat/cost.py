@@ -210,7 +210,7 @@ class CostModel:
         # ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
         # them in each kernel that uses them, like a scalar
         factories = {n for n in order if nodes[n].op.startswith("Kept:")
-                     and not any(not nodes[k].is_scalar for k in nodes[n].kids)}
+                     and all(nodes[k].is_scalar for k in nodes[n].kids)}
         compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in factories]
         consumers: dict[int, list[int]] = {}
         for n in order:
@@ -358,24 +358,23 @@ class CostModel:
                         est.kernels.append(self._kernel(pkind, nodes, part, group_of, g, consumers, sinks,
                                                         factories, _feeding(nodes, part, set(part)) - factories))
                     continue
+            if inner_outer:
+                # the outer reduction is taken to be the one over the lower labels (leading dims)
+                outer_labels = min(r for _, r in keys[g])
+                outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
             if inner_outer and not back:
                 # reductions along two sets of labels with nothing broadcast back: no persistent
                 # buffer, so nvFuser runs them as two reduction kernels over the same input
-                outer_labels = min(r for _, r in keys[g])
-                second = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
-                first = [m for m in ms if m not in set(second)]
-                feeding = _feeding(nodes, second, ms_set) - factories
+                first = [m for m in ms if m not in set(outer)]
+                feeding = _feeding(nodes, outer, ms_set) - factories
                 est.kernels.append(self._kernel("reduction", nodes, first, group_of, g, consumers, sinks, factories))
-                est.kernels.append(self._kernel("reduction", nodes, second, group_of, g, consumers, sinks, factories, feeding))
+                est.kernels.append(self._kernel("reduction", nodes, outer, group_of, g, consumers, sinks, factories, feeding))
                 continue
             k = self._kernel(kind, nodes, ms, group_of, g, consumers, sinks, factories)
             if inner_outer:
                 # inner-outer: the outer reduction goes through per-block partial results
-                # (written and read back, about one row of them per SM) and a second launch; the
-                # outer one is taken to be the reduction over the lower labels (the leading dims)
+                # (written and read back, about one row of them per SM) and a second launch
                 consts = self.profile.kinds[kind]
-                outer_labels = min(r for _, r in keys[g])
-                outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
                 partial = 2 * PARTIAL_ROWS * sum(self.nbytes(nodes[m]) for m in outer)
                 k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
             est.kernels.append(k)
