@@ -354,9 +354,12 @@ class CostModel:
             if kind == "reduction" and not inner_outer:
                 split = self._epilogue_split(nodes, ms, keys[g], inner)
                 if split:
-                    for part, pkind in zip(split, ("reduction", "pointwise")):
-                        est.kernels.append(self._kernel(pkind, nodes, part, group_of, g, consumers, sinks,
-                                                        factories, _feeding(nodes, part, set(part)) - factories))
+                    head, tail = split
+                    part_of = {**group_of, **{m: ("epilogue", g) for m in tail}}
+                    est.kernels.append(self._kernel("reduction", nodes, head, part_of, g, consumers, sinks,
+                                                    factories))
+                    est.kernels.append(self._kernel("pointwise", nodes, tail, part_of, ("epilogue", g), consumers,
+                                                    sinks, factories))
                     continue
             if inner_outer:
                 # the outer reduction is taken to be the one over the lower labels (leading dims)
@@ -414,8 +417,9 @@ class CostModel:
         return [m for m in ms if m in head], tail
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:
-        """One kernel of ``ms`` (members of group ``g``): what it reads and writes, its
-        arithmetic, and its time with the constants of ``kind``."""
+        """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
+        ``extra_reads``: values it recomputes from) and writes, its arithmetic, and its time with
+        the constants of ``kind``."""
         ms_set = set(ms)
         reads, written = set(extra_reads), set()
         flops = 0.0

@@ -115,6 +115,10 @@ def test_an_epilogue_reading_another_tensor_after_an_inner_reduction_is_its_own_
         fd.add_output(fd.ops.add(s, b))
 
     assert kernels(fusion, (1024, 1024), (1024,)) == want
+    if inner:        # the sums cross from the reduction kernel to the epilogue: written, then read
+        est = eqsat.estimate_fusion(fusion, [torch.empty(1024, 1024, device="meta"), torch.empty(1024, device="meta")])
+        reduction = next(k for k in est.kernels if k.kind == "reduction")
+        assert reduction.bytes_written == 1024 * 4
 
 
 def test_views_alone_are_no_kernel():
