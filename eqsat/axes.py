@@ -75,16 +75,6 @@ class VectorType:
 UNKNOWN_TENSOR = TensorType(None, None)
 
 
-def _scalar_dtype(value) -> DataType:
-    if isinstance(value, bool):
-        return DataType.Bool
-    if isinstance(value, int):
-        return DataType.Int
-    if isinstance(value, complex):
-        return DataType.ComplexDouble
-    return DataType.Double
-
-
 _EXAMPLE_NUMBER = {DataType.Bool: True, DataType.ComplexFloat: 1j, DataType.ComplexDouble: 1j}
 
 
@@ -209,7 +199,7 @@ class AxisInference:
     def t(self, value) -> Any:
         if isinstance(value, Ref):
             return self.types[value.id]
-        return ScalarType(_scalar_dtype(value), const=value)
+        return ScalarType(dt.of_number(value), const=value)
 
     def tensor(self, value, what: str = "argument") -> TensorType:
         t = self.t(value)

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from .errors import FusionError
+from .ir import FRONTENDS
 from .optimize import MIN_GAIN
 
 
@@ -53,7 +54,8 @@ def _optimize_cmd(args) -> int:
     from .optimize import optimize_fusion
 
     repro = _load_with_inputs(args.file, "meta")          # shapes are all the optimizer needs
-    opt = optimize_fusion(repro.fusion, repro.inputs, profile=args.profile,
+    fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
+    opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
                           reassociate=not args.no_reassociate, min_gain=args.min_gain)
     if args.json:
         summary = opt.report.summary()
@@ -61,7 +63,7 @@ def _optimize_cmd(args) -> int:
         print(json.dumps({"before": {k: summary["before"][k] for k in keep},
                           "after": {k: summary["after"][k] for k in keep},
                           "rules": summary["rules"], "changed": summary["changed"],
-                          "source": opt.source}, indent=1))
+                          "frontend": opt.frontend, "source": opt.source}, indent=1))
     else:
         print(opt.explain())
         print("\noptimized definition:")
@@ -149,13 +151,17 @@ def main(argv=None) -> int:
     show = sub.add_parser("show", help="ingest a repro file and print its Fusion IR")
     show.add_argument("file")
     show.add_argument("--source", action="store_true", help="also print the re-emitted definition")
-    show.add_argument("--style", choices=["classic", "direct"], default="classic")
+    show.add_argument("--style", choices=["classic", "direct"],
+                      help="print style of --source (default: that of the file's frontend)")
     show.add_argument("--run", action="store_true", help="run it on the file's inputs (torch executor)")
     show.set_defaults(handler=_show)
     opt = sub.add_parser("optimize", help="optimize a repro file (definition + inputs); print the "
                                           "report and the optimized definition")
     opt.add_argument("file")
     opt.add_argument("--json", action="store_true", help="print before/after, rules and source as JSON")
+    opt.add_argument("--frontend", choices=list(FRONTENDS),
+                     help="the nvFuser frontend to write the optimized definition for (default: "
+                          "the one the file imports, classic where it imports both or neither)")
     opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
     opt.add_argument("--no-reassociate", action="store_true",
                      help="leave out rules that reorder floating-point sums and products")

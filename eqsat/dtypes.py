@@ -91,6 +91,17 @@ def coerce(value, what: str = "dtype") -> DataType:
                      f"({', '.join(DataType.__members__)})")
 
 
+def of_number(value) -> DataType:
+    """The DataType nvFuser gives a Python number: Bool, Int (64-bit), Double, ComplexDouble."""
+    if isinstance(value, bool):
+        return DataType.Bool
+    if isinstance(value, int):
+        return DataType.Int
+    if isinstance(value, complex):
+        return DataType.ComplexDouble
+    return DataType.Double
+
+
 def promote(a: DataType, b: DataType) -> DataType:
     """Type promotion between two tensors, as nvFuser (and PyTorch) do it."""
     return from_torch(torch.promote_types(to_torch(a), to_torch(b)))

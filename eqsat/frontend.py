@@ -297,8 +297,7 @@ class FusionDefinition:
             if dtype is None:
                 if value is None:
                     raise ValueError("a scalar input (value None) needs a dtype")
-                from .axes import _scalar_dtype
-                dtype = _scalar_dtype(value)
+                dtype = dt.of_number(value)
             dtype = dt.coerce(dtype)
         except ValueError as err:
             self._fail(str(err), op, line)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .dtypes import DataType
 from .errors import FusionError
 from .frontend import FusionDefinition
-from .ir import Fusion
+from .ir import FRONTENDS, Fusion
 
 
 class _DataTypeNames:
@@ -44,6 +45,11 @@ class Repro:
     filename: str
     function: str
 
+    @property
+    def frontend(self) -> str | None:
+        """The nvFuser frontend the file was written for (None: either)."""
+        return self.fusion.frontend
+
 
 def from_function(fn: Callable[[Any], None]) -> Fusion:
     """Record ``fn(fd)`` (a function written against nvFuser's FusionDefinition)."""
@@ -53,14 +59,34 @@ def from_function(fn: Callable[[Any], None]) -> Fusion:
     return fd.fusion
 
 
-def _is_nvfuser_import(stmt: ast.stmt) -> bool:
+def _imported_frontends(stmt: ast.stmt) -> set[str]:
+    """The nvFuser frontends a top-level statement imports (through try/except too)."""
     if isinstance(stmt, ast.Import):
-        return any(a.name.split(".")[0] in ("nvfuser", "nvfuser_direct") for a in stmt.names)
+        return {a.name.split(".")[0] for a in stmt.names} & set(FRONTENDS)
     if isinstance(stmt, ast.ImportFrom):
-        return (stmt.module or "").split(".")[0] in ("nvfuser", "nvfuser_direct")
+        return {(stmt.module or "").split(".")[0]} & set(FRONTENDS)
     if isinstance(stmt, ast.Try):
-        return any(_is_nvfuser_import(s) for s in stmt.body + [s for h in stmt.handlers for s in h.body])
-    return False
+        body = stmt.body + [s for h in stmt.handlers for s in h.body] + stmt.orelse
+        return set().union(*(_imported_frontends(s) for s in body))
+    return set()
+
+
+def detect_frontend(tree: ast.Module, definition: ast.FunctionDef) -> str | None:
+    """The frontend a repro was written for: the one it imports, or else the one whose printer
+    names the definition that way (classic ``nvfuser_fusion_idN``; nvfuser_direct's
+    ``nvfuser_fusion(fd : FusionDefinition)``). None where it imports both or nothing tells."""
+    imported = set().union(*(_imported_frontends(s) for s in tree.body))
+    if len(imported) == 1:
+        return imported.pop()
+    if imported:
+        return None
+    if re.fullmatch(r"nvfuser_fusion_id\d+", definition.name):
+        return "nvfuser"
+    annotation = definition.args.args[0].annotation if definition.args.args else None
+    if definition.name == "nvfuser_fusion" and isinstance(annotation, ast.Name) and \
+            annotation.id == "FusionDefinition":
+        return "nvfuser_direct"
+    return None
 
 
 def _mentions(stmt: ast.stmt, names: set[str]) -> bool:
@@ -132,7 +158,7 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     for stmt in tree.body:
         if stmt is definition:
             kept.append(stmt)
-        elif _is_nvfuser_import(stmt):
+        elif _imported_frontends(stmt):
             continue
         elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
             kept.append(stmt)
@@ -165,7 +191,8 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     found = namespace.get("inputs") if inputs else None
     if found is not None and not isinstance(found, (list, tuple)):
         raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
-    return Repro(fd.fusion, list(found) if found is not None else None, source, filename,
+    fusion = fd.fusion.with_frontend(detect_frontend(tree, definition))
+    return Repro(fusion, list(found) if found is not None else None, source, filename,
                  definition.name)
 
 
@@ -195,12 +222,13 @@ def from_nvfuser(fd: Any) -> Fusion:
     text = repr(fd)
     if "def " not in text:
         raise FusionError("the nvFuser definition printed no definition function; is it defined?")
-    return from_source(text, filename="<nvfuser definition>", inputs=False).fusion
+    fusion = from_source(text, filename="<nvfuser definition>", inputs=False).fusion
+    return fusion.with_frontend(type(fd).__module__.split(".")[0])
 
 
 def is_nvfuser_definition(obj: Any) -> bool:
     mod = type(obj).__module__ or ""
-    return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in ("nvfuser", "nvfuser_direct")
+    return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in FRONTENDS
 
 
 def ingest(definition: Any, **kwargs) -> Fusion:

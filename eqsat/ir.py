@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from .dtypes import DataType
 
 TENSOR, SCALAR, VECTOR = "T", "S", "V"
+FRONTENDS = ("nvfuser", "nvfuser_direct")     # nvFuser's Python frontends: classic, direct
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,13 @@ class Output:
 
 @dataclass(frozen=True)
 class Fusion:
+    """``frontend`` names the nvFuser frontend the definition was written for (``nvfuser``,
+    ``nvfuser_direct``, or None where that is unknown); lowering goes back to it. It is not
+    part of the fusion's identity (equality and hash)."""
+
     nodes: tuple[Node, ...]
     outputs: tuple[Output, ...]
+    frontend: str | None = field(default=None, compare=False)
 
     @functools.cached_property
     def inputs(self) -> tuple[int, ...]:
@@ -125,12 +131,16 @@ class Fusion:
 
         return format_fusion(self)
 
+    def with_frontend(self, frontend: str | None) -> "Fusion":
+        return self if frontend == self.frontend else Fusion(self.nodes, self.outputs, frontend)
+
     def __getstate__(self):
-        return {"nodes": self.nodes, "outputs": self.outputs}
+        return {"nodes": self.nodes, "outputs": self.outputs, "frontend": self.frontend}
 
     def __setstate__(self, state):
         object.__setattr__(self, "nodes", state["nodes"])
         object.__setattr__(self, "outputs", state["outputs"])
+        object.__setattr__(self, "frontend", state.get("frontend"))
 
 
 def freeze(value: Any) -> Any:

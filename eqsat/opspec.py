@@ -86,6 +86,13 @@ _add("linear", "linear", "arg1 arg2 bias", (("bias", None),), positional=3)
 _add("matmul", "matmul", "arg1 arg2", positional=2)
 
 
+# Parameters that take a value (a tensor or a scalar) rather than an attribute (dims, flags):
+# where a Python number stands there, nvfuser_direct makes it a constant scalar, and the
+# classic frontend needs it defined first (``fd.define_scalar``).
+OPERANDS = frozenset("arg arg1 arg2 pred min max start end weight value fill_value length step "
+                     "rng_seed rng_offset".split())
+
+
 def signature(spec: OpSpec) -> str:
     parts = []
     for p in spec.params:

@@ -13,7 +13,7 @@ from .cost import CostModel, Estimate, GNode
 from .encode import encode
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
-from .ingest import ingest, is_nvfuser_definition
+from .ingest import ingest
 from .ir import Fusion
 from .profile import load_profile
 from .saturate import Limits, select_rules, session
@@ -102,22 +102,28 @@ class OptimizedFusion:
     """The result of :func:`optimize_fusion`: executes like a FusionDefinition."""
 
     def __init__(self, original: Fusion, fusion: Fusion, report: Report, options: dict,
-                 key: tuple | None, frontend: str | None):
+                 key: tuple | None):
         self.original = original
-        self.fusion = fusion
+        self.fusion = fusion.with_frontend(original.frontend)
         self.report = report
         self._options = options
         self._key = key
-        self._frontend = frontend
         self._cache: dict[tuple, OptimizedFusion] = {} if key is None else {key: self}
         self._nvfuser: dict[str | None, Any] = {}
         self._lock = threading.Lock()
 
     @property
+    def frontend(self) -> str | None:
+        """The nvFuser frontend the definition was written for (None: unknown); ``source``,
+        ``to_nvfuser`` and ``execute`` use it unless told another."""
+        return self.original.frontend
+
+    @property
     def source(self) -> str:
+        """The optimized definition in the print style of its frontend."""
         from .lowering.source import fusion_source
 
-        return fusion_source(self.fusion, "direct" if self._frontend == "nvfuser_direct" else "classic")
+        return fusion_source(self.fusion)
 
     def explain(self) -> str:
         return (f"{self.report}\n\npredicted kernels as given:\n{self.report.before.explain()}\n\n"
@@ -130,7 +136,6 @@ class OptimizedFusion:
             found = self._cache.get(key)
         if found is None:
             found = optimize_fusion(self.original, inputs, **self._options)
-            found._frontend = self._frontend
             with self._lock:
                 found = self._cache.setdefault(key, found)
         return found
@@ -140,21 +145,23 @@ class OptimizedFusion:
         return run_fusion(self.for_inputs(inputs).fusion, inputs, **kwargs)
 
     def to_nvfuser(self, frontend: str | None = None):
-        """A live nvFuser FusionDefinition of the optimized fusion."""
+        """A live nvFuser FusionDefinition of the optimized fusion, on ``frontend``
+        (``"nvfuser"`` or ``"nvfuser_direct"``); by default the definition's own frontend
+        where it imports, else whichever does."""
         from .lowering.nvfuser import to_nvfuser
 
-        frontend = frontend or self._frontend
         with self._lock:
             if frontend not in self._nvfuser:
                 self._nvfuser[frontend] = to_nvfuser(self.fusion, frontend)
             return self._nvfuser[frontend]
 
-    def execute(self, inputs: Sequence[Any], **kwargs) -> list:
-        """Run on nvFuser (CUDA); re-optimizes for new input shapes and dtypes."""
+    def execute(self, inputs: Sequence[Any], frontend: str | None = None, **kwargs) -> list:
+        """Run on nvFuser (CUDA), through ``frontend`` as in :meth:`to_nvfuser`;
+        re-optimizes for new input shapes and dtypes."""
         if not torch.cuda.is_available():
             raise FusionError("execute needs a CUDA device and nvFuser; none is available here "
                               "(run_reference runs the optimized fusion through torch instead)")
-        return self.for_inputs(inputs).to_nvfuser().execute(list(inputs), **kwargs)
+        return self.for_inputs(inputs).to_nvfuser(frontend).execute(list(inputs), **kwargs)
 
 
 def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
@@ -174,9 +181,6 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     predicted gains keep the input, since they are within the cost model's error.
     """
     start = time.perf_counter()
-    frontend = None
-    if is_nvfuser_definition(definition):
-        frontend = type(definition).__module__.split(".")[0]
     fusion = ingest(definition)
     options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
                    extents=extents, default_extent=default_extent, search_seconds=search_seconds,
@@ -215,7 +219,7 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
                     (f"{sat.stop} after {sat.iterations} iterations, {sat.nodes} e-nodes" if sat else
                      "skipped"), end - start, notes, credited, phases)
     key = _input_key(inputs) if inputs is not None else None
-    return OptimizedFusion(fusion, result, report, options, key, frontend)
+    return OptimizedFusion(fusion, result, report, options, key)
 
 
 def _limit_text(limits: Limits, stop: str) -> str:

@@ -10,19 +10,18 @@ import importlib
 from typing import Any
 
 from ..errors import FusionError
-from ..ir import Fusion
+from ..ir import FRONTENDS, Fusion
 from .replay import replay
 
-FRONTENDS = ("nvfuser", "nvfuser_direct")
 
-
-def load_frontend(frontend: str | None = None):
-    """The nvFuser module: ``frontend`` if given, else classic ``nvfuser`` if it imports, else
-    ``nvfuser_direct``. A FusionError names what is missing."""
-    names = [frontend] if frontend else list(FRONTENDS)
-    for name in names:
-        if name not in FRONTENDS:
+def load_frontend(frontend: str | None = None, prefer: str | None = None):
+    """The nvFuser module: ``frontend`` if given; else the first that imports of ``prefer``
+    and then the others (classic ``nvfuser`` before ``nvfuser_direct``). A FusionError names
+    what is missing."""
+    for name in (frontend, prefer):
+        if name is not None and name not in FRONTENDS:
             raise FusionError(f"unknown nvFuser frontend {name!r}; expected one of {FRONTENDS}")
+    names = [frontend] if frontend else sorted(FRONTENDS, key=lambda n: n != prefer)
     errors = []
     for name in names:
         try:
@@ -92,11 +91,14 @@ class _OpsAdapter:
 
 
 def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
-    """A live nvFuser FusionDefinition computing ``fusion``."""
-    module = load_frontend(frontend)
+    """A live nvFuser FusionDefinition computing ``fusion``, on ``frontend`` if given, else on
+    the frontend the definition was written for (``fusion.frontend``) where it imports, else
+    on whichever imports (classic first)."""
+    module = load_frontend(frontend, prefer=fusion.frontend)
     direct = module.__name__ == "nvfuser_direct"
     fd = module.FusionDefinition()
     with fd:
         target = _DirectAdapter(fd) if direct else fd
-        replay(fusion, _DtypeAdapter(target, module), vectors_as_lists=direct)
+        replay(fusion, _DtypeAdapter(target, module), vectors_as_lists=direct,
+               numbers_as_scalars=not direct)
     return fd

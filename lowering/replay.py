@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..dtypes import of_number
 from ..errors import FusionError
 from ..ir import Fusion, Node, Ref
-from ..opspec import OPS, call_form
+from ..opspec import OPERANDS, OPS, call_form
 
 
 def _resolve(value: Any, env: dict[int, Any]) -> Any:
@@ -34,18 +35,40 @@ def node_call(node: Node) -> tuple[str, list, dict]:
     return node.op, positional, keywords
 
 
+def is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex))
+
+
+def _numbers_defined(node: Node, fd: Any, env: dict[int, Any]) -> Node:
+    """``node`` with each Python number in an operand place replaced by a scalar defined on
+    ``fd`` (the classic frontend takes no numbers there), put in ``env`` under a negative id."""
+    if node.opaque or node.op.startswith("define_"):
+        return node
+    changes = {}
+    for k, v in node.args:
+        if k in OPERANDS and is_number(v):
+            key = -1 - len(env)          # below every value id of the fusion
+            env[key] = fd.define_scalar(v, dtype=of_number(v))
+            changes[k] = Ref(key)
+    return node.with_args(**changes) if changes else node
+
+
 def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
+           numbers_as_scalars: bool = False,
            on_node: Callable[[Node, list], list] | None = None) -> list:
     """Make ``fusion``'s calls on ``fd`` and add its outputs; returns the output handles.
 
     ``vectors_as_lists`` passes ``define_vector`` values as python lists of their entries
-    (nvfuser_direct has no ``define_vector(list)``). ``on_node(node, results)`` sees (and
-    may replace) each node's results. A call that fails raises FusionError naming the node's
-    definition line and op.
+    (nvfuser_direct has no ``define_vector(list)``); ``numbers_as_scalars`` defines each
+    Python number that stands as an operand (``mul(t, 2.0)``) with ``fd.define_scalar``
+    first (the classic frontend takes only its own Scalars there). ``on_node(node,
+    results)`` sees (and may replace) each node's results. A call that fails raises
+    FusionError naming the node's definition line and op.
     """
     env: dict[int, Any] = {}
     for node in fusion.nodes:
-        name, args, kwargs = node_call(node)
+        call_node = _numbers_defined(node, fd, env) if numbers_as_scalars else node
+        name, args, kwargs = node_call(call_node)
         args, kwargs = _resolve(tuple(args), env), {k: _resolve(v, env) for k, v in kwargs.items()}
         try:
             if node.op == "define_vector" and vectors_as_lists:

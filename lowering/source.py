@@ -78,13 +78,24 @@ class _WriterOps:
         return op
 
 
-def fusion_source(fusion: Fusion, style: str = "classic") -> str:
+STYLES = {"nvfuser": "classic", "nvfuser_direct": "direct"}
+
+
+def style_of(fusion: Fusion) -> str:
+    """The print style of the frontend ``fusion`` was written for (classic where unknown)."""
+    return STYLES.get(fusion.frontend, "classic")
+
+
+def fusion_source(fusion: Fusion, style: str | None = None) -> str:
     """The definition function, as nvFuser prints it: ``style`` "classic" (the ``nvfuser``
-    module) or "direct" (``nvfuser_direct``: shapes as lists, no ``define_vector(list)``)."""
+    module: Python numbers that stand as operands are defined as scalars first) or "direct"
+    (``nvfuser_direct``: shapes as lists, no ``define_vector(list)``, numbers inline); by
+    default the style of the frontend the fusion was written for."""
+    style = style or style_of(fusion)
     if style not in ("classic", "direct"):
         raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
     writer = SourceWriter()
-    replay(fusion, writer, vectors_as_lists=style == "direct")
+    replay(fusion, writer, vectors_as_lists=style == "direct", numbers_as_scalars=style == "classic")
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"
 
@@ -103,9 +114,10 @@ def _input_literal(value: Any) -> str:
     return literal(value)
 
 
-def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str = "classic") -> str:
+def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str | None = None) -> str:
     """A whole repro file: imports, the definition, and (with ``inputs``) an input list and
     ``fd.execute(inputs)``, runnable with nvFuser and ingestible by eqsat."""
+    style = style or style_of(fusion)
     module = "nvfuser" if style == "classic" else "nvfuser_direct"
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     text = (f"import torch\nfrom {module} import FusionDefinition, DataType\n\n"
