@@ -1,13 +1,18 @@
-"""Every corpus fusion on nvFuser, as given vs optimized: time (``us``: one call at a time, the
-latency; ``steady_us``: calls back to back), kernels, predicted vs actual kernel count,
-predicted vs measured time.
+"""Every corpus fusion on nvFuser, as given vs optimized. "As given" is the file's own
+definition function run on a real nvFuser FusionDefinition, not eqsat's reading of it; the
+optimized fusion's outputs are checked against it (dtype tolerance). Each row records three
+timings of each: ``us`` (one call at a time: the latency), ``steady_us`` (calls back to back:
+host cost overlapped) and ``device_us`` (the kernels alone, from torch.profiler), with the
+kernel count, and the cost model's predictions beside them.
 
-    python bench/corpus.py [--corpus DIR] [--json out.json] [--only NAME ...]   # on a GPU
+    python bench/corpus.py [--corpus DIR ...] [--frontend F] [--json out.json] [--only NAME ...]   # GPU
     python bench/corpus.py --predict out.json [--profile P]   # CPU: re-predict, compare to a recorded run
 
-The second form recomputes the cost model's predictions for a recorded run (no GPU needed), so
-the segmentation model and a profile can be checked against nvFuser's real kernel counts and
-times.
+By default both corpora run: ../shared/corpus and ../shared/corpus_thunder (EQSAT_CORPUS,
+EQSAT_CORPUS_THUNDER). ``--frontend`` lowers the optimized fusion to that frontend (default:
+the file's own; as given always runs on the frontend the file imports). The second form
+recomputes the cost model's predictions for a recorded run (no GPU needed), so the
+segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
 """
 from __future__ import annotations
 
@@ -23,12 +28,13 @@ import traceback
 import eqsat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus"))
+DEFAULT_CORPORA = [pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus")),
+                   pathlib.Path(os.environ.get("EQSAT_CORPUS_THUNDER", ROOT.parent / "shared" / "corpus_thunder"))]
 SLOWER = 1.03        # target: no fusion slower than as given by more than 3%
 
 
-def corpus_paths(corpus: pathlib.Path, only) -> list[pathlib.Path]:
-    paths = sorted(corpus.glob("*.py"))
+def corpus_paths(corpora: list[pathlib.Path], only) -> list[pathlib.Path]:
+    paths = sorted((p for c in corpora if c.is_dir() for p in c.glob("*.py")), key=lambda p: p.stem)
     if only:
         paths = [p for p in paths if p.stem in set(only)]
     return paths
@@ -40,39 +46,45 @@ def _measure(fd, inputs, runs):
     # an output aliased to an input is written into it each run: the values drift, the work does not
     t = time_us(lambda: fd.execute(inputs), runs, max_seconds=0.5)
     steady = throughput_us(lambda: fd.execute(inputs), runs, max_seconds=0.5)
-    kernels = profile_kernels(lambda: fd.execute(inputs))
+    kernels = profile_kernels(lambda: fd.execute(inputs), repeats=5)
     nvf = [k for k in kernels if k.is_nvfuser]
-    return {"us": t, "steady_us": steady, "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
+    return {"us": t, "steady_us": steady, "device_us": round(sum(k.us for k in kernels), 2),
+            "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
             "kernel_names": [k.name for k in kernels], "kernel_us": [round(k.us, 2) for k in kernels]}
 
 
-def run_one(path: pathlib.Path, runs: int, profile) -> dict:
+def _outputs(fd, inputs):
+    """Outputs, then the tensor inputs as the run left them (aliased outputs land there)."""
+    from eqsat.devices import fresh_copies
+
+    inputs = fresh_copies(inputs)
+    return list(fd.execute(inputs)) + [x for x in inputs if hasattr(x, "shape")]
+
+
+def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     import torch
     from eqsat.compare import mismatch
-    from eqsat.devices import fresh_copies, to_device
-    from eqsat.lowering.nvfuser import to_nvfuser
+    from eqsat.devices import to_device
+    from eqsat.lowering.nvfuser import as_given
 
     repro = eqsat.from_file(path)
     opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile)
     rep = opt.report
-    row = {"name": path.stem, "changed": rep.changed, "optimizer_ms": round(rep.seconds * 1e3, 1),
-           "predicted_before": rep.before.summary(), "predicted_after": rep.after.summary(),
-           "rules": rep.rules}
+    row = {"name": path.stem, "frontend": repro.frontend, "changed": rep.changed,
+           "optimizer_ms": round(rep.seconds * 1e3, 1), "predicted_before": rep.before.summary(),
+           "predicted_after": rep.after.summary(), "rules": rep.rules}
     cuda = to_device(repro.inputs, "cuda", repro.fusion)
-    given = to_nvfuser(repro.fusion)
+    given = as_given(repro)
     row["given"] = _measure(given, cuda, runs)
-    if rep.changed:
-        ours = opt.to_nvfuser()
-        row["optimized"] = _measure(ours, cuda, runs)
-        random = any(n.op in ("uniform", "normal") for n in repro.fusion.nodes)
-        if not random:
-            a = given.execute(fresh_copies(cuda))
-            b = ours.execute(fresh_copies(cuda))
-            bad = [f"output {i}: {m}" for i, (x, y) in enumerate(zip(a, b)) if (m := mismatch(y, x))]
-            row["mismatch"] = bad
-    else:
-        row["optimized"] = row["given"]
+    ours = opt.to_nvfuser(frontend)
+    row["optimized"] = _measure(ours, cuda, runs) if rep.changed or frontend else row["given"]
+    if not any(n.op in ("uniform", "normal") and n.arg("rng_seed") is None for n in repro.fusion.nodes):
+        a, b = _outputs(given, cuda), _outputs(ours, cuda)
+        row["mismatch"] = [f"output {i}: {m}" for i, (x, y) in enumerate(zip(a, b)) if (m := mismatch(y, x))]
+        if len(a) != len(b):
+            row["mismatch"].append(f"{len(b)} outputs instead of {len(a)}")
     row["speedup"] = row["given"]["us"] / row["optimized"]["us"]
+    row["speedup_steady"] = row["given"]["steady_us"] / row["optimized"]["steady_us"]
     torch.cuda.synchronize()
     return row
 
@@ -89,7 +101,7 @@ def summarize(rows: list[dict]) -> dict:
     return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
             "changed": len(changed), "slower_than_given_by_3pct": slower,
             "slower_than_given_by_3pct_steady_state": slower_steady,
-            "mismatches": [r["name"] for r in changed if r.get("mismatch")],
+            "mismatches": [r["name"] for r in ok if r.get("mismatch")],
             "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
             "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
             "time_rel_error_given": {"median": round(statistics.median(time_err), 3) if time_err else None,
@@ -98,8 +110,8 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"{'fusion':44s} {'given us':>9s} {'eqsat us':>9s} {'speedup':>7s}  kernels (pred/actual)  "
-             f"time pred/actual"]
+    lines = [f"{'fusion':44s} {'given us':>9s} {'eqsat us':>9s} {'speedup':>7s} {'steady':>7s} "
+             f"{'device':>7s}  kernels (pred/actual)  time pred/actual"]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['name']:44s} error: {r['error'].splitlines()[-1][:80]}")
@@ -107,13 +119,15 @@ def table(rows: list[dict]) -> str:
         g, o = r["given"], r["optimized"]
         kb = f"{r['predicted_before']['kernels']}/{g['kernels']}"
         ka = f"{r['predicted_after']['kernels']}/{o['kernels']}"
-        lines.append(f"{r['name']:44s} {g['us']:9.1f} {o['us']:9.1f} {r['speedup']:7.2f}  "
+        device = g["device_us"] / o["device_us"] if o.get("device_us") else float("nan")
+        lines.append(f"{r['name']:44s} {g['us']:9.1f} {o['us']:9.1f} {r['speedup']:7.2f} "
+                     f"{r.get('speedup_steady', float('nan')):7.2f} {device:7.2f}  "
                      f"{kb:>5s} -> {ka:<5s}{'*' if r['changed'] else ' '}          "
                      f"{r['predicted_before']['time_us'] / g['us']:5.2f}")
     return "\n".join(lines)
 
 
-def repredict(path: str, corpus: pathlib.Path, profile) -> int:
+def repredict(path: str, corpora: list[pathlib.Path], profile) -> int:
     """Recompute predictions for a recorded run and compare with its measurements."""
     with open(path) as f:
         recorded = json.load(f)
@@ -122,7 +136,10 @@ def repredict(path: str, corpus: pathlib.Path, profile) -> int:
         if "error" in r:
             rows.append(r)
             continue
-        file = corpus / f"{r['name']}.py"
+        file = next((c / f"{r['name']}.py" for c in corpora if (c / f"{r['name']}.py").exists()), None)
+        if file is None:
+            print(f"{r['name']}: not in {', '.join(map(str, corpora))}; skipped")
+            continue
         repro = eqsat.from_file(file, device="meta")
         est = eqsat.estimate_fusion(repro.fusion, repro.inputs, profile=profile)
         r = dict(r)
@@ -139,7 +156,10 @@ def repredict(path: str, corpus: pathlib.Path, profile) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=pathlib.Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", type=pathlib.Path, nargs="+", default=DEFAULT_CORPORA,
+                        help="corpus folders (default: ../shared/corpus and ../shared/corpus_thunder)")
+    parser.add_argument("--frontend", choices=["nvfuser", "nvfuser_direct"],
+                        help="lower the optimized fusion to this frontend (default: the file's own)")
     parser.add_argument("--json")
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--runs", type=int, default=50)
@@ -148,11 +168,13 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in --json and run only the fusions it lacks")
     args = parser.parse_args(argv)
-    if not args.corpus.is_dir():
-        print(f"no corpus at {args.corpus} (set --corpus or EQSAT_CORPUS)", file=sys.stderr)
+    corpora = [c for c in args.corpus if c.is_dir()]
+    if not corpora:
+        print(f"no corpus at {', '.join(map(str, args.corpus))} (set --corpus, EQSAT_CORPUS or "
+              "EQSAT_CORPUS_THUNDER)", file=sys.stderr)
         return 2
     if args.predict:
-        return repredict(args.predict, args.corpus, args.profile)
+        return repredict(args.predict, corpora, args.profile)
     import torch
 
     if not torch.cuda.is_available():
@@ -165,18 +187,20 @@ def main(argv=None) -> int:
     done = {r["name"] for r in rows}
     start = time.time()
     device = torch.cuda.get_device_name(0)
-    for path in corpus_paths(args.corpus, args.only):
+    for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
         try:
-            rows.append(run_one(path, args.runs, args.profile))
+            rows.append(run_one(path, args.runs, args.profile, args.frontend))
         except Exception as err:
             rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
         r = rows[-1]
         msg = r.get("error", "").splitlines()[-1:] if "error" in r else \
-            [f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us, kernels {r['given']['kernels']} -> "
+            [f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady {r['given']['steady_us']:.1f} -> "
+             f"{r['optimized']['steady_us']:.1f}, device {r['given']['device_us']:.1f} -> "
+             f"{r['optimized']['device_us']:.1f}), kernels {r['given']['kernels']} -> "
              f"{r['optimized']['kernels']} (predicted {r['predicted_before']['kernels']} -> "
-             f"{r['predicted_after']['kernels']})"]
+             f"{r['predicted_after']['kernels']})" + (f" MISMATCH {r['mismatch']}" if r.get("mismatch") else "")]
         print(f"[{time.time() - start:6.1f}s] {path.stem}: {msg[0] if msg else ''}", flush=True)
         torch.cuda.empty_cache()
         if args.json:        # after every fusion: a run cut short keeps what it measured

@@ -127,6 +127,9 @@ class AxisInference:
         self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
         self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []   # (in, out) labels
         self.types: dict[int, Any] = {}
+        self.made_by: dict[int, Node] = {}                 # value id -> the node that made it
+        self.relabeled: set[int] = set()                   # values on fresh axes (see combine)
+        self.relabel = False
         self._node: Node | None = None
 
     # -- labels -------------------------------------------------------------------------
@@ -174,6 +177,7 @@ class AxisInference:
     # -- node dispatch -----------------------------------------------------------------
     def add(self, node: Node) -> list[Any]:
         self._node = node
+        self.relabel = False
         if node.opaque or any(self._unknown(r) for r in node.refs()):
             outs = [UNKNOWN_TENSOR if k == TENSOR else ScalarType(None) if k == SCALAR
                     else VectorType(None) for k in node.kinds]
@@ -185,6 +189,9 @@ class AxisInference:
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         for v, t in zip(node.outputs, outs):
             self.types[v] = t
+            self.made_by[v] = node
+            if self.relabel:
+                self.relabeled.add(v)
         self._node = None
         return outs
 
@@ -252,11 +259,19 @@ class AxisInference:
         return None
 
     def combine(self, types: Sequence[TensorType]) -> tuple[Dim, ...]:
-        """Positional broadcasting of elementwise operands (lower ranks padded on the left)."""
+        """Positional broadcasting of elementwise operands (lower ranks padded on the left):
+        the operands' axes at each position become one axis. Where that would put one axis at
+        two positions (``le(x[:, None], x[None, :])``: a value used along two axes at once),
+        the output gets fresh axes instead and the node is marked ``relabeled`` (the e-graph
+        keeps it verbatim: its operands' axes are not its own)."""
         rank = max(t.rank for t in types)
+        columns = [[t.dims[i - rank + t.rank] for t in types if i - rank + t.rank >= 0]
+                   for i in range(rank)]
+        if self._would_repeat_an_axis(columns):
+            self.relabel = True
+            return tuple(self._fresh_column(col) for col in columns)
         out = []
-        for i in range(rank):
-            dims = [t.dims[i - rank + t.rank] for t in types if i - rank + t.rank >= 0]
+        for dims in columns:
             full = [d for d in dims if not d.broadcast]
             expanded = [d for d in dims if d.broadcast and not self.is_unit(d)]
             if full:
@@ -272,6 +287,36 @@ class AxisInference:
             else:
                 out.append(dims[0])
         return tuple(out)
+
+    def _would_repeat_an_axis(self, columns) -> bool:
+        """Whether unifying each column's axes would leave one axis in two columns."""
+        parent: dict[int, int] = {}
+
+        def root(x):
+            while parent.get(x, x) != x:
+                x = parent[x]
+            return x
+
+        heads = []
+        for col in columns:
+            labels = [self.find(d.label) for d in col if not self.is_unit(d)]
+            for other in labels[1:]:
+                a, b = root(labels[0]), root(other)
+                if a != b:
+                    parent[b] = a
+            heads.append(labels[0] if labels else None)
+        named = [root(h) for h in heads if h is not None]
+        return len(set(named)) != len(named)
+
+    def _fresh_column(self, col: Sequence[Dim]) -> Dim:
+        """A fresh axis for an output position whose operands' axes are not unified."""
+        extents = {self.extent(d.label) for d in col if not self.is_unit(d)} - {None}
+        if len(extents) > 1:
+            self.fail(f"axis extents disagree: {' vs '.join(map(str, sorted(extents)))}")
+        full = any(not d.broadcast for d in col)
+        if not full and all(self.is_unit(d) for d in col):
+            return col[0]
+        return Dim(self.new_label(extents.pop() if extents else None), broadcast=not full)
 
     def elementwise(self, operands, dtype: DataType) -> Any:
         tensors = [t for t in operands if isinstance(t, TensorType)]
@@ -322,6 +367,8 @@ class AxisInference:
             dtype = result_dtype(a, b, arithmetic=node.op not in BITWISE_SET)
             if node.op == "truediv" and not dt.is_float(dtype) and dtype not in dt.COMPLEX_TYPES:
                 dtype = DataType.Float if any(isinstance(x, TensorType) for x in (a, b)) else DataType.Double
+        if dtype in dt.INT_TYPES and node.op in _INT_FOLD and _is_int_const(a) and _is_int_const(b):
+            return ScalarType(dtype, const=_INT_FOLD[node.op](a.const, b.const))
         return self.elementwise([a, b], dtype)
 
     def _cat_where(self, node, pred, arg1, arg2):
@@ -340,6 +387,8 @@ class AxisInference:
         t = self.t(arg)
         if isinstance(t, TensorType):
             return TensorType(dtype, t.dims)
+        if dtype in (DataType.Int, DataType.Index) and _is_int_const(t):
+            return ScalarType(dtype, const=t.const)
         return ScalarType(dtype)
 
     # -- reductions --------------------------------------------------------------------------
@@ -378,10 +427,11 @@ class AxisInference:
         return [out, out]
 
     def _cat_welford(self, node, arg, dims):
+        """(mean, M2 = the sum of squared deviations, count); the count is of nvFuser's Index type."""
         t = self.tensor(arg)
         dims_out = self.reduced(t, dims, False)
         f = TensorType(self._float_of(t), dims_out)
-        return [f, f, TensorType(DataType.Int, dims_out)]
+        return [f, f, TensorType(DataType.Index, dims_out)]
 
     # -- shape ops ---------------------------------------------------------------------------
     def _cat_broadcast(self, node, arg, is_broadcast_dim):
@@ -394,15 +444,25 @@ class AxisInference:
         return TensorType(t.dtype, tuple(Dim(self.new_label(1), True) if b else next(it)
                                          for b in is_broadcast_dim))
 
-    def broadcast_dim(self, d: Dim, item: ScalarType, j: int) -> Dim:
-        """Input dim ``d`` placed at an output position whose requested extent is ``item``."""
+    def broadcast_dim(self, d: Dim, item: ScalarType, j: int, taken: set[int]) -> Dim:
+        """Input dim ``d`` placed at an output position whose requested extent is ``item``.
+        ``taken``: the axes the output has at its other positions, which this one must not
+        become (``expand(t, [fd.ops.size(x, 0)] * 2)`` gives two axes of one extent)."""
         if item.const == -1:
             return d
         if self.is_unit(d):
             if item.const == 1:
                 return d
-            return Dim(self.item_dim(item).label, broadcast=True)
+            label = self.item_dim(item).label
+            if self.find(label) in taken:
+                label = self.new_label(self.extent(label))
+                if item.extent_of is not None:
+                    self.same_extent.append((label, item.extent_of))
+            return Dim(label, broadcast=True)
         if item.extent_of is not None:
+            if self.find(item.extent_of) in taken - {self.find(d.label)}:
+                self.same_extent.append((d.label, item.extent_of))
+                return d
             return Dim(self.union(d.label, item.extent_of), d.broadcast)
         if item.const is not None:
             have = self.extent(d.label)
@@ -422,22 +482,38 @@ class AxisInference:
             self.fail(f"broadcast_dims {list(broadcast_dims)} must be increasing and below the "
                       f"output rank {len(items)}")
         where = {b: i for i, b in enumerate(broadcast_dims)}
+        taken = self.axes_of(t.dims)
         dims = []
         for j, item in enumerate(items):
             if j in where:
-                dims.append(self.broadcast_dim(t.dims[where[j]], item, j))
+                d = self.broadcast_dim(t.dims[where[j]], item, j, taken)
             else:
-                d = self.item_dim(item)
-                dims.append(Dim(d.label, broadcast=True))
+                d = self.broadcast_dim(Dim(self.new_label(1), True), item, j, taken)
+            taken |= self.axes_of([d])
+            dims.append(d)
         return TensorType(t.dtype, tuple(dims))
 
+    def axes_of(self, dims) -> set[int]:
+        return {self.find(d.label) for d in dims if not self.is_unit(d)}
+
     def _cat_expand(self, node, arg, shape):
+        """nvFuser's expand: -1 keeps a dim; a shape longer than the input's rank prepends
+        broadcast dims (extent-1 ones, expanded to the extents given)."""
         t = self.tensor(arg)
         items = self.shape_items(shape)
-        if len(items) != t.rank:
-            self.fail(f"shape has {len(items)} entries; expected the input's rank {t.rank}")
-        return TensorType(t.dtype, tuple(self.broadcast_dim(d, it, j)
-                                         for j, (d, it) in enumerate(zip(t.dims, items))))
+        if len(items) < t.rank:
+            self.fail(f"shape has {len(items)} entries; expected at least the input's rank {t.rank}")
+        lead = len(items) - t.rank
+        dims = tuple(Dim(self.new_label(1), True) for _ in range(lead)) + t.dims
+        for j in range(lead):
+            if items[j].const == -1:
+                self.fail(f"shape entry {j} is -1, but the input has no dim there to keep")
+        taken = self.axes_of(dims)
+        out = []
+        for j, (d, item) in enumerate(zip(dims, items)):
+            out.append(self.broadcast_dim(d, item, j, taken))
+            taken |= self.axes_of(out[-1:])
+        return TensorType(t.dtype, tuple(out))
 
     def _cat_squeeze(self, node, arg, dims, squeeze_expanded):
         t = self.tensor(arg)
@@ -456,8 +532,10 @@ class AxisInference:
         return TensorType(t.dtype, tuple(t.dims[i] for i in dims))
 
     def _cat_stride_order(self, node, arg, stride_order):
+        """A copy of ``arg`` laid out in ``stride_order``; an empty one (nvfuser_direct prints
+        it) is a plain copy in the default row-major layout."""
         t = self.tensor(arg)
-        if sorted(stride_order) != list(range(t.rank)):
+        if stride_order and sorted(stride_order) != list(range(t.rank)):
             self.fail(f"stride_order {list(stride_order)} is not a permutation of {t.rank} dims")
         return t
 
@@ -513,39 +591,68 @@ class AxisInference:
         return Dim(self.new_label(1), True) if extent == 1 else Dim(self.new_label(extent))
 
     def _cat_slice(self, node, arg, start_indices, end_indices, strides, manual_normalization):
+        """nvFuser's slice: steps of 1 only. Without ``manual_normalization`` indices are
+        normalized as in Python (negative ones count from the end, then clamped to the
+        extent); with it they are taken as they are, so they must lie in 0 <= start <= end
+        <= extent (nvFuser does not check; eqsat refuses what it can see is outside)."""
         t = self.tensor(arg)
         n = t.rank
         if len(start_indices) != n or len(end_indices) != n or (strides is not None and len(strides) != n):
             self.fail(f"start_indices, end_indices and strides need one entry per dim ({n})")
+        if strides is not None and any(self.t(s).const != 1 for s in strides):
+            self.fail(f"strides {list(strides)}: nvFuser slices with steps of 1 only")
         dims = []
         for i, d in enumerate(t.dims):
             start, end = self.t(start_indices[i]), self.t(end_indices[i])
-            step = 1 if strides is None else self.t(strides[i]).const
             extent = self.extent(d.label)
+            if manual_normalization:
+                self._check_normalized(i, start.const, end.const, extent)
             whole_end = (end.extent_of is not None and self.find(end.extent_of) == self.find(d.label)) or \
                 (extent is not None and end.const is not None and end.const >= extent)
-            if start.const == 0 and step == 1 and whole_end:
+            if start.const == 0 and whole_end:
                 dims.append(d)
                 continue
             size = None
-            if extent is not None and start.const is not None and end.const is not None and step:
-                size = len(range(extent)[slice(start.const, end.const, step)])
+            if extent is not None and start.const is not None and end.const is not None:
+                size = len(range(extent)[start.const:end.const])
             dims.append(self._fresh(size))
         return TensorType(t.dtype, tuple(dims))
 
+    def _check_normalized(self, i: int, start, end, extent) -> None:
+        if start is not None and start < 0 or end is not None and end < 0:
+            self.fail(f"dim {i}: with manual_normalization=True the indices are not normalized, "
+                      f"so they must not be negative (start {start}, end {end})")
+        if start is not None and end is not None and end < start:
+            self.fail(f"dim {i}: end {end} is before start {start}")
+        if extent is not None and start is not None and start > extent or \
+                extent is not None and end is not None and end > extent and start != 0:
+            self.fail(f"dim {i}: indices {start}:{end} reach past the extent {extent}; with "
+                      f"manual_normalization=True nvFuser does not clamp them")
+
     def _cat_cat(self, node, tensors, dim, manual_padding):
+        """nvFuser's cat: tensors of one dtype and rank. With ``manual_padding`` each input is
+        made by ``fd.ops.pad`` and already spans the output along ``dim`` (nvfuser_direct
+        prints cats so); the output there is what the padded inputs hold."""
         ts = [self.tensor(x, "each of tensors") for x in tensors]
         rank = ts[0].rank
         if any(x.rank != rank for x in ts):
             self.fail(f"all tensors must have the same rank, got {[x.rank for x in ts]}")
+        if len({x.dtype for x in ts}) > 1:
+            self.fail(f"all tensors must have the same dtype (nvFuser does not promote in cat), got "
+                      f"{', '.join(x.dtype.name for x in ts)}")
+        if manual_padding:
+            unpadded = [x for x in tensors if self.made_by[x.id].op != "pad"]
+            if unpadded:
+                self.fail(f"manual_padding=True needs every input made by fd.ops.pad; "
+                          f"{', '.join(map(repr, unpadded))} is not")
         dims = []
         for i in range(rank):
-            if i == dim:
+            if i == dim and not manual_padding:
                 extents = [self.extent(x.dims[i].label) for x in ts]
                 dims.append(self._fresh(None if None in extents else sum(extents)))
             else:
                 dims.append(self.combine([TensorType(x.dtype, (x.dims[i],)) for x in ts])[0])
-        return TensorType(result_dtype(*ts) if len(ts) > 1 else ts[0].dtype, tuple(dims))
+        return TensorType(ts[0].dtype, tuple(dims))
 
     def _cat_pad(self, node, arg, pad_widths, value):
         t = self.tensor(arg)
@@ -572,11 +679,23 @@ class AxisInference:
         return TensorType(t.dtype, tuple(Dim(d.label, False) if not self.is_unit(d) else d for d in idx.dims))
 
     def _cat_index_select(self, node, arg, index, dim):
+        """``out[..., j, ...] = arg[..., index[j], ...]`` along ``dim``. The index is 1-D, 0-D
+        (one entry: the output has extent 1 there), or of the input's rank with extent-1
+        broadcast dims everywhere but ``dim`` (nvfuser_direct prints embeddings so)."""
         t, idx = self.tensor(arg), self.tensor(index, "index")
-        if idx.rank != 1:
-            self.fail(f"index must be 1-D, got rank {idx.rank}")
+        if idx.dtype not in dt.INT_TYPES:
+            self.fail(f"index must be an integer tensor, got {idx.dtype.name}")
         dims = list(t.dims)
-        dims[dim] = Dim(idx.dims[0].label, False)
+        if idx.rank == 0:
+            dims[dim] = Dim(self.new_label(1), True)
+        elif idx.rank == 1:
+            dims[dim] = Dim(idx.dims[0].label, False) if not self.is_unit(idx.dims[0]) else idx.dims[0]
+        elif idx.rank == t.rank and all(self.is_unit(d) for i, d in enumerate(idx.dims) if i != dim):
+            d = idx.dims[dim]
+            dims[dim] = Dim(d.label, False) if not self.is_unit(d) else d
+        else:
+            self.fail(f"index must be 1-D, 0-D, or of the input's rank {t.rank} with extent-1 "
+                      f"broadcast dims but at dim {dim}; got rank {idx.rank}")
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_linear(self, node, arg1, arg2, bias):
@@ -622,7 +741,21 @@ class AxisInference:
         same = tuple((lab(a), lab(b)) for a, b in self.same_extent)
         reshapes = tuple((tuple(map(lab, a)), tuple(map(lab, b))) for a, b in self.reshapes)
         extents = {n: self._extent[root] for root, n in number.items()}
-        return Types(types, extents, same, reshapes)
+        return Types(types, extents, same, reshapes, frozenset(self.relabeled))
+
+
+# integer scalar arithmetic on constants, folded so that a pad width or an extent written as
+# ``fd.ops.add(0, 32)`` (nvfuser_direct prints them so) is known while recording; int64 as in nvFuser
+def _wrap64(x: int) -> int:
+    return (x + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+_INT_FOLD = {"add": lambda a, b: _wrap64(a + b), "sub": lambda a, b: _wrap64(a - b),
+             "mul": lambda a, b: _wrap64(a * b)}
+
+
+def _is_int_const(t) -> bool:
+    return isinstance(t, ScalarType) and isinstance(t.const, int) and not isinstance(t.const, bool)
 
 
 UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
@@ -640,6 +773,7 @@ class Types:
     extents: dict[int, int | None]
     same_extent: tuple[tuple[int, int], ...] = ()   # label pairs of equal (symbolic) extent
     reshapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # (in, out) labels: equal numel
+    relabeled: frozenset[int] = frozenset()   # values whose axes are not their operands' (combine)
 
     def __getitem__(self, value_id: int):
         return self.of[value_id]

@@ -119,6 +119,8 @@ class _Encoder:
         outs = [self.types[v] for v in node.outputs]
         if any(isinstance(t, TensorType) and not t.known for t in outs):
             return None
+        if any(v in self.types.relabeled for v in node.outputs):
+            return None                          # a value used along two axes at once
         touched = outs + [self.types[r.id] for r in node.refs()]
         if any(isinstance(t, TensorType) and t.known and
                any(self.extents.get(d.label) == 0 for d in t.dims) for t in touched):

@@ -23,7 +23,7 @@ from .axes import AxisInference, TensorType
 from .dtypes import DataType
 from .errors import FusionError
 from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
-from .opspec import OPS, OpSpec, bind_call
+from .opspec import OPERANDS, OPS, OpSpec, bind_call
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -135,7 +135,11 @@ class _Ops:
 class FusionDefinition:
     """Records an nvFuser fusion definition into :class:`eqsat.ir.Fusion`."""
 
-    def __init__(self):
+    def __init__(self, frontend: str | None = None):
+        """``frontend``: the nvFuser frontend the definition is written for (``nvfuser``,
+        ``nvfuser_direct``, None for either); where the two differ, calls mean what they mean
+        there, and lowering goes back to it."""
+        self.frontend = frontend
         self.ops = _Ops(self)
         self._nodes: list[Node] = []
         self._outputs: list[Output] = []
@@ -161,7 +165,7 @@ class FusionDefinition:
         if self._fusion is None or self._fusion.nodes != tuple(self._nodes):
             if not self._outputs:
                 raise FusionError("the definition has no outputs (call fd.add_output)")
-            self._fusion = Fusion(tuple(self._nodes), tuple(self._outputs))
+            self._fusion = Fusion(tuple(self._nodes), tuple(self._outputs), self.frontend)
         return self._fusion
 
     def execute(self, inputs: Sequence[Any], **kwargs) -> list:
@@ -224,6 +228,9 @@ class FusionDefinition:
                 tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
             return self._emit(name, bound, (TENSOR,), line, opaque=True)[0]
         bound = self._bind(spec, args, kwargs, label, line)
+        for key in OPERANDS.intersection(bound):
+            if isinstance(bound[key], bool):     # nvfuser_direct reads a Python bool operand as an Int
+                bound[key] = int(bound[key])
         try:
             bound = normalize(spec, bound, self._inference)
         except (ValueError, TypeError) as err:
@@ -297,6 +304,8 @@ class FusionDefinition:
             if dtype is None:
                 if value is None:
                     raise ValueError("a scalar input (value None) needs a dtype")
+                if isinstance(value, bool) and self.frontend == "nvfuser_direct":
+                    value = int(value)           # nvfuser_direct makes define_scalar(True) an Int
                 dtype = dt.of_number(value)
             dtype = dt.coerce(dtype)
         except ValueError as err:

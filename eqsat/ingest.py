@@ -177,7 +177,7 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
         line = getattr(err, "lineno", None) or _traceback_line(err, filename)
         raise FusionError(f"running the file failed: {type(err).__name__}: {err}", line=line,
                           filename=filename) from err
-    fd = FusionDefinition()
+    fd = FusionDefinition(frontend=detect_frontend(tree, definition))
     try:
         with fd:
             namespace[definition.name](fd)
@@ -191,9 +191,19 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     found = namespace.get("inputs") if inputs else None
     if found is not None and not isinstance(found, (list, tuple)):
         raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
-    fusion = fd.fusion.with_frontend(detect_frontend(tree, definition))
-    return Repro(fusion, list(found) if found is not None else None, source, filename,
+    return Repro(fd.fusion, list(found) if found is not None else None, source, filename,
                  definition.name)
+
+
+def definition_function(repro: Repro, **names: Any) -> Callable[[Any], None]:
+    """The repro's own definition function, compiled alone, with ``names`` (say
+    ``FusionDefinition`` and ``DataType`` of an nvFuser frontend) as its globals. Calling it
+    runs the file's code: this is for running a definition as given, on request."""
+    tree = ast.parse(repro.source, filename=repro.filename)
+    fn = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == repro.function)
+    namespace: dict[str, Any] = dict(names)
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), repro.filename, "exec"), namespace)
+    return namespace[repro.function]
 
 
 def _traceback_line(err: BaseException, filename: str) -> int | None:

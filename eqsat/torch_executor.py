@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from . import dtypes as dt
+from . import philox
 from .axes import ScalarType, TensorType
 from .dtypes import DataType
 from .errors import FusionError
@@ -271,6 +272,8 @@ class TorchOps:
         return arg.reshape([int(s) for s in new_shape])
 
     def _cat_stride_order(self, name, arg, stride_order):
+        if not stride_order:                 # a plain copy, row-major
+            return arg.clone(memory_format=torch.contiguous_format)
         return with_stride_order(arg, stride_order)
 
     def _cat_size(self, name, arg, dim):
@@ -298,17 +301,19 @@ class TorchOps:
                              else torch.int64) * step + start).to(dtype)
 
     def _cat_random(self, name, arg1, arg2, shape, rng_seed, rng_offset, dtype):
+        """With ``rng_seed`` and ``rng_offset``: nvFuser's own numbers (:mod:`eqsat.philox`).
+        Without, nvFuser draws from the CUDA generator's state, which no other run
+        reproduces: values from ``self.generator`` (seeded runs agree with each other)."""
         dtype = dt.to_torch(dt.coerce(dtype))
         shape = [int(s) for s in shape]
         device = self._device(arg1, arg2)
-        gen = self.generator
-        if rng_seed is not None:
-            gen = torch.Generator(device=device)
-            gen.manual_seed((int(rng_seed) * 1_000_003 + int(rng_offset or 0)) % (1 << 63))
-        make = torch.rand if name == "uniform" else torch.randn
         if str(device) == "meta":
-            return make(shape, dtype=dtype, device=device)
-        r = make(shape, dtype=dtype, device=device, generator=gen)
+            return torch.empty(shape, dtype=dtype, device=device)
+        if rng_seed is not None:
+            draw = philox.uniform if name == "uniform" else philox.normal
+            return draw(shape, int(rng_seed), int(rng_offset), dtype, float(arg1), float(arg2)).to(device)
+        make = torch.rand if name == "uniform" else torch.randn
+        r = make(shape, dtype=dtype, device=device, generator=self.generator)
         return r * (arg2 - arg1) + arg1 if name == "uniform" else r * arg2 + arg1
 
     # -- data movement ---------------------------------------------------------------------------------
@@ -318,7 +323,9 @@ class TorchOps:
         return arg[index]
 
     def _cat_cat(self, name, tensors, dim, manual_padding):
-        return torch.cat(list(tensors), dim=dim)
+        if not manual_padding:
+            return torch.cat(list(tensors), dim=dim)
+        return combine_padded(list(tensors))
 
     def _cat_pad(self, name, arg, pad_widths, value):
         return F.pad(arg, [int(p) for p in pad_widths], value=0 if value is None else value)
@@ -329,13 +336,36 @@ class TorchOps:
         return torch.gather(arg, dim, index)
 
     def _cat_index_select(self, name, arg, index, dim):
-        return torch.index_select(arg, dim, index)
+        if index.dim() == 0:                 # one entry: the output keeps an extent-1 dim
+            return torch.index_select(arg, dim, index.reshape(1))
+        return torch.index_select(arg, dim, index.reshape(-1))    # other dims have extent 1
 
     def _cat_linear(self, name, arg1, arg2, bias):
         return F.linear(arg1, arg2, bias)
 
     def _cat_matmul(self, name, arg1, arg2):
         return torch.matmul(arg1, arg2)
+
+
+def combine_padded(padded: list[torch.Tensor]) -> torch.Tensor:
+    """``cat(..., manual_padding=True)`` as nvFuser's kernel computes it: the padded inputs,
+    each zero outside its own part, added up (OR-ed bit patterns for types of 16 bits or less,
+    so a -0.0 stays -0.0; OR-ed for Bool). Over pads that tile the output, which is how
+    nvfuser_direct prints a cat, that is the inputs concatenated."""
+    out = padded[0]
+    if out.dtype == torch.bool:
+        for t in padded[1:]:
+            out = out | t
+        return out
+    if out.dtype.is_floating_point and out.dtype.itemsize <= 2:
+        bits = {1: torch.uint8, 2: torch.int16}[out.dtype.itemsize]
+        acc = out.view(bits)
+        for t in padded[1:]:
+            acc = acc | t.view(bits)
+        return acc.view(out.dtype)
+    for t in padded[1:]:
+        out = out + t
+    return out
 
 
 def with_stride_order(t: torch.Tensor, stride_order: Sequence[int]) -> torch.Tensor:

@@ -102,3 +102,18 @@ def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
         replay(fusion, _DtypeAdapter(target, module), vectors_as_lists=direct,
                numbers_as_scalars=not direct)
     return fd
+
+
+def as_given(repro, frontend: str | None = None) -> Any:
+    """A live nvFuser FusionDefinition made by the repro file's own definition function (not
+    eqsat's reading of it): the reference for "as given". It runs the file's code (the
+    definition function alone) against ``frontend``'s FusionDefinition, by default the one
+    the file imports (classic first where it imports both, as such files do)."""
+    from ..ingest import definition_function
+
+    module = load_frontend(frontend, prefer=repro.frontend)
+    define = definition_function(repro, FusionDefinition=module.FusionDefinition, DataType=module.DataType)
+    fd = module.FusionDefinition()
+    with fd:
+        define(fd)
+    return fd

@@ -53,6 +53,19 @@ def _numbers_defined(node: Node, fd: Any, env: dict[int, Any]) -> Node:
     return node.with_args(**changes) if changes else node
 
 
+def _last_uses(fusion: Fusion) -> dict[int, int]:
+    """value id -> the index of the last node that reads it (past the end for outputs)."""
+    last: dict[int, int] = {}
+    for i, node in enumerate(fusion.nodes):
+        for ref in node.refs():
+            last[ref.id] = i
+    for out in fusion.outputs:
+        last[out.value] = len(fusion.nodes)
+        if out.alias_input is not None:
+            last[out.alias_input] = len(fusion.nodes)
+    return last
+
+
 def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
            numbers_as_scalars: bool = False,
            on_node: Callable[[Node, list], list] | None = None) -> list:
@@ -66,7 +79,8 @@ def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
     FusionError naming the node's definition line and op.
     """
     env: dict[int, Any] = {}
-    for node in fusion.nodes:
+    last_use = _last_uses(fusion)
+    for i, node in enumerate(fusion.nodes):
         call_node = _numbers_defined(node, fd, env) if numbers_as_scalars else node
         name, args, kwargs = node_call(call_node)
         args, kwargs = _resolve(tuple(args), env), {k: _resolve(v, env) for k, v in kwargs.items()}
@@ -88,6 +102,9 @@ def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
         if on_node is not None:
             results = on_node(node, results)
         env.update(zip(node.outputs, results))
+        for vid in {r.id for r in node.refs()} | set(node.outputs):
+            if last_use.get(vid, -1) <= i:        # dead from here on: free it (the torch
+                env.pop(vid, None)                # executor's intermediates are large)
     handles = []
     for out in fusion.outputs:
         if out.alias_input is not None:
