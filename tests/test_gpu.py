@@ -24,7 +24,7 @@ from eqsat.ir import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
 from eqsat.seeds import SEEDS
 
-from conftest import corpus_files, indexable_inputs, thunder_files
+from conftest import INDEX_OPS, corpus_files, indexable_inputs, thunder_files
 
 pytestmark = pytest.mark.gpu
 
@@ -45,8 +45,9 @@ def _skip_without_nvfuser():
         pytest.skip("needs a CUDA device and nvFuser (nvfuser or nvfuser_direct)")
 
 
-FILES = corpus_files() + thunder_files()
-IDS = [p.name for p in FILES]
+# one xdist group per file (pytest -n N --dist loadgroup): its tests share one as-given run
+FILES = [pytest.param(p, id=p.name, marks=pytest.mark.xdist_group(p.name))
+         for p in corpus_files() + thunder_files()]
 
 
 def _unseeded_random(fusion) -> bool:
@@ -77,7 +78,10 @@ def _agree(got, want, values: bool, what: str):
 @functools.lru_cache(maxsize=4)          # the as-given run is shared by the tests of one file
 def _case(path):
     """(repro, CUDA inputs, as-given results or the reason they are missing)."""
-    repro = eqsat.from_file(path)
+    # inputs drawn on the GPU (fast), except where an index op may need them checked on the
+    # CPU first (an index out of range on the GPU is a device-side assert that ends the process)
+    indexing = any(op in INDEX_OPS for op in eqsat.from_file(path, inputs=False).fusion.ops())
+    repro = eqsat.from_file(path, device=None if indexing else "cuda")
     cuda = to_device(indexable_inputs(repro), "cuda", repro.fusion)
     try:
         given = _run(as_given(repro), cuda)
@@ -86,7 +90,7 @@ def _case(path):
     return repro, cuda, given
 
 
-@pytest.mark.parametrize("path", FILES, ids=IDS)
+@pytest.mark.parametrize("path", FILES)
 def test_as_read_equals_as_given(path):
     """eqsat's reading of the file, run by the torch executor, against nvFuser running the file."""
     _skip_without_nvfuser()
@@ -98,7 +102,7 @@ def test_as_read_equals_as_given(path):
 
 
 @pytest.mark.parametrize("frontend", ["own", "other"])
-@pytest.mark.parametrize("path", FILES, ids=IDS)
+@pytest.mark.parametrize("path", FILES)
 def test_optimized_equals_as_given(path, frontend):
     """eqsat's optimized fusion on nvFuser against nvFuser running the file (where the file's
     own definition does not run on the nvFuser installed, against the torch executor)."""
