@@ -63,7 +63,7 @@ def _outputs(fd, inputs):
 
 def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     import torch
-    from eqsat.compare import mismatch
+    from eqsat.compare import mismatch, output_rtols
     from eqsat.devices import to_device
     from eqsat.lowering.nvfuser import as_given
 
@@ -80,7 +80,9 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     row["optimized"] = _measure(ours, cuda, runs) if rep.changed or frontend else row["given"]
     if not any(n.op in ("uniform", "normal") and n.arg("rng_seed") is None for n in repro.fusion.nodes):
         a, b = _outputs(given, cuda), _outputs(ours, cuda)
-        row["mismatch"] = [f"output {i}: {m}" for i, (x, y) in enumerate(zip(a, b)) if (m := mismatch(y, x))]
+        rtols = output_rtols(repro.fusion) + [None] * (len(a) - len(repro.fusion.outputs))
+        row["mismatch"] = [f"output {i}: {m}" for i, (x, y, rtol) in enumerate(zip(a, b, rtols))
+                           if (m := mismatch(y, x, rtol=rtol))]
         if len(a) != len(b):
             row["mismatch"].append(f"{len(b)} outputs instead of {len(a)}")
     row["speedup"] = row["given"]["us"] / row["optimized"]["us"]

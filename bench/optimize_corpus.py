@@ -1,7 +1,10 @@
 """Optimize every corpus fusion (and the seeds at the DESIGN.md shapes) with its inputs' shapes;
-print predicted kernels/bytes/time before and after, and the optimizer's latency.
+print predicted kernels/bytes/time before and after, and the optimizer's latency (median and
+max per corpus).
 
-    python bench/optimize_corpus.py [--corpus ../shared/corpus] [--json out.json]
+    python bench/optimize_corpus.py [--corpus DIR ...] [--json out.json]
+
+By default both corpora: ../shared/corpus and ../shared/corpus_thunder.
 """
 from __future__ import annotations
 
@@ -19,15 +22,17 @@ from eqsat.seeds import SEEDS
 def main(argv=None) -> int:
     here = pathlib.Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--corpus", default=str(here.parent.parent / "shared" / "corpus"))
+    shared = here.parent.parent / "shared"
+    parser.add_argument("--corpus", nargs="+", default=[str(shared / "corpus"), str(shared / "corpus_thunder")])
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     shapes = {"reduction_broadcast": (4096, 2048, 1024), "layernorm_amax": (16384, 4096)}
     items = [(f"seed:{n}", eqsat.from_function(s.model_ref), s.make_inputs(*shapes[n], device="meta"))
              for n, s in SEEDS.items()]
-    for path in sorted(pathlib.Path(args.corpus).glob("*.py")):
-        repro = eqsat.from_file(path, device="meta")
-        items.append((path.name, repro.fusion, repro.inputs))
+    for corpus in args.corpus:
+        for path in sorted(pathlib.Path(corpus).glob("*.py")):
+            repro = eqsat.from_file(path, device="meta")
+            items.append((f"{pathlib.Path(corpus).name}/{path.name}", repro.fusion, repro.inputs))
     eqsat.optimize_fusion(items[0][1], items[0][2])            # compiles the rules: not timed
     rows = []
     print(f"{'fusion':50s} {'kernels':>9s} {'MB before':>10s} {'MB after':>9s} {'us before':>10s} "
@@ -47,6 +52,9 @@ def main(argv=None) -> int:
     print(f"\n{len(rows)} fusions, {sum(r['changed'] for r in rows)} changed, estimated cost higher after: "
           f"{len(worse)}; optimizer median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
           f"({max(rows, key=lambda r: r['optimizer_ms'])['fusion']})")
+    for corpus in sorted({r["fusion"].split("/")[0] for r in rows}):
+        ms = [r["optimizer_ms"] for r in rows if r["fusion"].startswith(corpus + "/")]
+        print(f"{corpus}: {len(ms)} fusions, optimizer median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

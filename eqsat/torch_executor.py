@@ -26,6 +26,12 @@ from .frontend import Operators
 from .ir import Fusion, Node
 from .opspec import OPS, UNARY_FLOAT, bind_call
 
+
+def _row_major_copy(x: torch.Tensor) -> torch.Tensor:
+    """``set``: a copy, allocated row-major as nvFuser allocates its outputs."""
+    return x.clone(memory_format=torch.contiguous_format)
+
+
 _UNARY = {
     "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
     "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
@@ -37,8 +43,9 @@ _UNARY = {
     "erfcinv": lambda x: torch.erfinv(1 - x), "lgamma": torch.lgamma, "digamma": torch.digamma,
     "silu": F.silu, "abs": torch.abs, "neg": torch.neg, "relu": torch.relu, "floor": torch.floor,
     "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc, "frac": torch.frac,
-    "sign": torch.sign, "bitwise_not": torch.bitwise_not, "set": torch.clone,
-    "segment_set": torch.clone, "signbit": torch.signbit, "isnan": torch.isnan,
+    "sign": torch.sign, "bitwise_not": torch.bitwise_not,
+    "set": _row_major_copy, "segment_set": _row_major_copy,
+    "signbit": torch.signbit, "isnan": torch.isnan,
     "isinf": torch.isinf, "isfinite": torch.isfinite, "isneginf": torch.isneginf,
     "isposinf": torch.isposinf, "logical_not": torch.logical_not, "isreal": torch.isreal,
 }
@@ -273,7 +280,7 @@ class TorchOps:
 
     def _cat_stride_order(self, name, arg, stride_order):
         if not stride_order:                 # a plain copy, row-major
-            return arg.clone(memory_format=torch.contiguous_format)
+            return _row_major_copy(arg)
         return with_stride_order(arg, stride_order)
 
     def _cat_size(self, name, arg, dim):

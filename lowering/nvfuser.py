@@ -99,8 +99,7 @@ def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
     fd = module.FusionDefinition()
     with fd:
         target = _DirectAdapter(fd) if direct else fd
-        replay(fusion, _DtypeAdapter(target, module), vectors_as_lists=direct,
-               numbers_as_scalars=not direct)
+        replay(fusion, _DtypeAdapter(target, module), style="direct" if direct else "classic")
     return fd
 
 

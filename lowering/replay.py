@@ -1,6 +1,7 @@
 """Replaying a Fusion's calls on any implementation of nvFuser's FusionDefinition protocol."""
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any, Callable
 
 from ..dtypes import of_number
@@ -9,7 +10,7 @@ from ..ir import Fusion, Node, Ref
 from ..opspec import OPERANDS, OPS, call_form
 
 
-def _resolve(value: Any, env: dict[int, Any]) -> Any:
+def _resolve(value: Any, env) -> Any:
     if isinstance(value, Ref):
         return env[value.id]
     if isinstance(value, tuple):
@@ -39,16 +40,19 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, complex))
 
 
-def _numbers_defined(node: Node, fd: Any, env: dict[int, Any]) -> Node:
-    """``node`` with each Python number in an operand place replaced by a scalar defined on
-    ``fd`` (the classic frontend takes no numbers there), put in ``env`` under a negative id."""
+def _for_classic(node: Node, fd: Any, scalars: dict[int, Any]) -> Node:
+    """``node`` as the classic frontend takes it: each Python number in an operand place
+    replaced by a scalar defined on ``fd`` first (its ops take no numbers), put in
+    ``scalars`` under a negative id; an empty ``stride_order`` (a row-major copy) as ``set``."""
     if node.opaque or node.op.startswith("define_"):
         return node
+    if node.op == "stride_order" and not node.arg("stride_order"):
+        return Node("set", (("arg", node.arg("arg")),), node.outputs, node.kinds, line=node.line)
     changes = {}
     for k, v in node.args:
         if k in OPERANDS and is_number(v):
-            key = -1 - len(env)          # below every value id of the fusion
-            env[key] = fd.define_scalar(v, dtype=of_number(v))
+            key = -1 - len(scalars)      # below every value id of the fusion
+            scalars[key] = fd.define_scalar(v, dtype=of_number(v))
             changes[k] = Ref(key)
     return node.with_args(**changes) if changes else node
 
@@ -66,26 +70,30 @@ def _last_uses(fusion: Fusion) -> dict[int, int]:
     return last
 
 
-def replay(fusion: Fusion, fd: Any, *, vectors_as_lists: bool = False,
-           numbers_as_scalars: bool = False,
+def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
            on_node: Callable[[Node, list], list] | None = None) -> list:
     """Make ``fusion``'s calls on ``fd`` and add its outputs; returns the output handles.
 
-    ``vectors_as_lists`` passes ``define_vector`` values as python lists of their entries
-    (nvfuser_direct has no ``define_vector(list)``); ``numbers_as_scalars`` defines each
-    Python number that stands as an operand (``mul(t, 2.0)``) with ``fd.define_scalar``
-    first (the classic frontend takes only its own Scalars there). ``on_node(node,
+    ``style`` adapts the calls to one of nvFuser's frontends where the two differ:
+    ``"direct"`` passes ``define_vector`` values as python lists of their entries
+    (nvfuser_direct has no ``define_vector(list)``); ``"classic"`` defines each Python number
+    that stands as an operand (``mul(t, 2.0)``) with ``fd.define_scalar`` first and makes an
+    empty ``stride_order`` a ``set`` (the classic frontend takes neither). ``on_node(node,
     results)`` sees (and may replace) each node's results. A call that fails raises
     FusionError naming the node's definition line and op.
     """
+    if style not in (None, "classic", "direct"):
+        raise ValueError(f"style must be None, 'classic' or 'direct', got {style!r}")
     env: dict[int, Any] = {}
     last_use = _last_uses(fusion)
     for i, node in enumerate(fusion.nodes):
-        call_node = _numbers_defined(node, fd, env) if numbers_as_scalars else node
+        scalars: dict[int, Any] = {}
+        call_node = _for_classic(node, fd, scalars) if style == "classic" else node
         name, args, kwargs = node_call(call_node)
-        args, kwargs = _resolve(tuple(args), env), {k: _resolve(v, env) for k, v in kwargs.items()}
+        values = ChainMap(scalars, env) if scalars else env
+        args, kwargs = _resolve(tuple(args), values), {k: _resolve(v, values) for k, v in kwargs.items()}
         try:
-            if node.op == "define_vector" and vectors_as_lists:
+            if node.op == "define_vector" and style == "direct":
                 result = list(args[0])
             elif name.startswith("define_"):
                 result = getattr(fd, name)(*args, **kwargs)

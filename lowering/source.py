@@ -95,7 +95,7 @@ def fusion_source(fusion: Fusion, style: str | None = None) -> str:
     if style not in ("classic", "direct"):
         raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
     writer = SourceWriter()
-    replay(fusion, writer, vectors_as_lists=style == "direct", numbers_as_scalars=style == "classic")
+    replay(fusion, writer, style=style)
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"
 

@@ -86,4 +86,7 @@ def test_corpus_file(path):
     opt = eqsat.optimize_fusion(repro.fusion, inputs)
     assert opt.report.after.time_us <= opt.report.before.time_us
     assert opt.frontend == repro.frontend
-    _same_outputs(eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0), want, "optimized")
+    if opt.report.changed:                    # else it is the fusion run above
+        _same_outputs(eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0), want, "optimized")
+    else:
+        assert opt.fusion == repro.fusion

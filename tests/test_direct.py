@@ -170,6 +170,11 @@ def test_an_empty_stride_order_is_a_row_major_copy():
     out = run(f, x)[0]
     torch.testing.assert_close(out, x, rtol=0, atol=0)
     assert out.is_contiguous() and out.data_ptr() != x.data_ptr()
+    classic = fusion_source(f, "classic")            # the classic frontend needs a full order
+    assert "fd.ops.set(" in classic and "stride_order(" not in classic.split("define_tensor")[-1].split("\n", 1)[1]
+    again = run(eqsat.ingest(classic), x)[0]
+    torch.testing.assert_close(again, x, rtol=0, atol=0)
+    assert again.is_contiguous()
 
 
 def test_welford_gives_mean_sum_of_squared_deviations_and_count():

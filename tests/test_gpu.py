@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.compare import mismatch
+from eqsat.compare import mismatch, output_rtols
 from eqsat.devices import fresh_copies, to_device
 from eqsat.ir import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
@@ -64,14 +64,19 @@ def _run(fd_or_fusion, inputs):
     return list(outs), [x for x in inputs if isinstance(x, torch.Tensor)]
 
 
-def _agree(got, want, values: bool, what: str):
+def _agree(got, want, values: bool, what: str, fusion=None):
+    """Shapes and dtypes equal; values (where ``values``) within the tolerance of the least
+    precise dtype each output is computed through (``output_rtols``; nvFuser's FMAs round
+    differently from torch)."""
     (gout, gin), (wout, win) = got, want
     assert len(gout) == len(wout), f"{what}: {len(gout)} outputs instead of {len(wout)}"
-    for kind, gs, ws in (("output", gout, wout), ("input after the run", gin, win)):
-        for i, (g, w) in enumerate(zip(gs, ws)):
+    assert len(gin) == len(win), f"{what}: {len(gin)} tensor inputs instead of {len(win)}"
+    rtols = output_rtols(fusion) if fusion is not None else [None] * len(wout)
+    for kind, gs, ws, tols in (("output", gout, wout, rtols), ("input after the run", gin, win, [None] * len(win))):
+        for i, (g, w, rtol) in enumerate(zip(gs, ws, tols)):
             assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{what}: {kind} {i}"
             if values:
-                problem = mismatch(g, w)
+                problem = mismatch(g, w, rtol=rtol)
                 assert problem is None, f"{what}: {kind} {i}: {problem}"
 
 
@@ -98,7 +103,8 @@ def test_as_read_equals_as_given(path):
     if isinstance(given, str):
         pytest.skip(f"the file's own definition does not run on the nvFuser installed: {given}")
     reference = _run(repro.fusion, cuda)
-    _agree(reference, given, not _unseeded_random(repro.fusion), "torch executor vs nvFuser as given")
+    _agree(reference, given, not _unseeded_random(repro.fusion), "torch executor vs nvFuser as given",
+           repro.fusion)
 
 
 @pytest.mark.parametrize("frontend", ["own", "other"])
@@ -115,7 +121,7 @@ def test_optimized_equals_as_given(path, frontend):
     opt = eqsat.optimize_fusion(repro.fusion, cuda)
     got = _run(opt.to_nvfuser(target), cuda)
     want = given if not isinstance(given, str) else _run(repro.fusion, cuda)
-    _agree(got, want, not _unseeded_random(repro.fusion), f"optimized on {target}")
+    _agree(got, want, not _unseeded_random(repro.fusion), f"optimized on {target}", repro.fusion)
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)

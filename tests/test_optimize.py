@@ -127,6 +127,18 @@ def test_cli_optimize_json(tmp_path, capsys):
     assert out["after"]["time_us"] < out["before"]["time_us"]
 
 
+def test_cli_optimize_writes_for_the_files_frontend_or_the_one_asked(tmp_path, capsys):
+    path = _seed_file(tmp_path)                      # a classic repro (imports nvfuser)
+    assert main(["optimize", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["frontend"] == "nvfuser" and out["source"].startswith("def nvfuser_fusion_id0(")
+    assert main(["optimize", str(path), "--json", "--frontend", "nvfuser_direct"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["frontend"] == "nvfuser_direct" and out["source"].startswith("def nvfuser_fusion(")
+    with pytest.raises(SystemExit):                  # not a frontend: argparse refuses it
+        main(["optimize", str(path), "--frontend", "nvfuser_classic"])
+
+
 def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
     path = _seed_file(tmp_path)
     assert main(["check", str(path)]) == 0
