@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     print(f"\n{len(rows)} fusions, {sum(r['changed'] for r in rows)} changed, estimated cost higher after: "
           f"{len(worse)}; optimizer median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
           f"({max(rows, key=lambda r: r['optimizer_ms'])['fusion']})")
-    for corpus in sorted({r["fusion"].split("/")[0] for r in rows}):
+    for corpus in sorted({r["fusion"].split("/")[0] for r in rows if "/" in r["fusion"]}):
         ms = [r["optimizer_ms"] for r in rows if r["fusion"].startswith(corpus + "/")]
         print(f"{corpus}: {len(ms)} fusions, optimizer median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms")
     if args.json:

@@ -11,6 +11,7 @@ static extents.
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 import eqsat
 from eqsat.lowering import fusion_source
@@ -230,6 +231,17 @@ def test_philox_known_answers():
     ones = (1 << 64) - 1
     assert list(philox(ones, np.array([ones], dtype=np.uint64), ones)[0]) == \
         [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2 ** 64 - 1), offset=st.integers(0, 2 ** 64 - 1),
+       first=st.integers(0, 2 ** 64 - 8))
+def test_philox_vectorized_equals_the_plain_reference(seed, offset, first):
+    from eqsat.philox import philox
+    subs = np.arange(first, first + 8, dtype=np.uint64)
+    got = philox(seed, subs, offset)
+    for k in range(8):
+        assert list(got[k]) == _philox_one(seed, first + k, offset)
 
 
 @pytest.mark.parametrize("dtype", ["Float", "BFloat16", "Double"])
