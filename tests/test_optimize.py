@@ -139,6 +139,18 @@ def test_cli_optimize_writes_for_the_files_frontend_or_the_one_asked(tmp_path, c
         main(["optimize", str(path), "--frontend", "nvfuser_classic"])
 
 
+def test_cli_check_keeps_expanded_inputs_expanded(tmp_path, capsys):
+    from eqsat.lowering import repro_source
+
+    def define(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, None], dtype=eqsat.DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.mul(t0, t0), dims=[0]))
+
+    path = tmp_path / "expanded.py"          # expanded innermost: a dense copy breaks dim 0's stride
+    path.write_text(repro_source(eqsat.from_function(define), [torch.randn(3, 1).expand(3, 4)]))
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
 def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
     path = _seed_file(tmp_path)
     assert main(["check", str(path)]) == 0
