@@ -76,17 +76,27 @@ def _dtypes(a: Term, b: Term, da: i64, db: i64, dc: i64, r: i64, c: i64, d: i64,
 
 @analysis.register
 def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
-    for u in (Abs, Exp, Sqrt, Rsqrt, Relu, Sigmoid):
+    """``nonneg``: every element >= 0 (or NaN, for floats). Facts that hold only where nothing
+    wraps around (|INT_MIN| < 0, 46341 * 46341 < 0 in Int32, sums and products of large
+    non-negative integers, casts to narrower integers) are stated for floating results only;
+    the others hold for every dtype."""
+    for u in (Exp, Sqrt, Rsqrt, Sigmoid):          # floating results whatever the operand
         yield rule(u(a)).then(nonneg(u(a)))
-    yield rule(Mul(a, a)).then(nonneg(Mul(a, a)))
-    for op in (Add, Mul, Div, Maximum, Minimum):
+    yield rule(Relu(a)).then(nonneg(Relu(a)))
+    yield rule(Abs(a), floating(Abs(a))).then(nonneg(Abs(a)))
+    yield rule(Mul(a, a), floating(Mul(a, a))).then(nonneg(Mul(a, a)))
+    for op in (Add, Mul):
+        yield rule(op(a, b), nonneg(a), nonneg(b), floating(op(a, b))).then(nonneg(op(a, b)))
+    yield rule(Pow(a, b), nonneg(a), floating(Pow(a, b))).then(nonneg(Pow(a, b)))
+    for op in (Div, Maximum, Minimum):             # no wrap-around (Div: both operands >= 0)
         yield rule(op(a, b), nonneg(a), nonneg(b)).then(nonneg(op(a, b)))
     yield rule(Maximum(a, b), nonneg(a)).then(nonneg(Maximum(a, b)))
     yield rule(Maximum(a, b), nonneg(b)).then(nonneg(Maximum(a, b)))
-    yield rule(Pow(a, b), nonneg(a)).then(nonneg(Pow(a, b)))
     yield rule(Recip(a), nonneg(a)).then(nonneg(Recip(a)))
-    yield rule(Cast(d, a), nonneg(a)).then(nonneg(Cast(d, a)))
-    for red in REDUCE:
+    yield rule(Cast(d, a), nonneg(a), floating(Cast(d, a))).then(nonneg(Cast(d, a)))
+    for red in (Max, Min, Mean):
         yield rule(red(r, a), nonneg(a)).then(nonneg(red(r, a)))
+    for red in (Sum, Prod):
+        yield rule(red(r, a), nonneg(a), floating(red(r, a))).then(nonneg(red(r, a)))
     yield rule(Var(r, c, a)).then(nonneg(Var(r, c, a)))
     yield rule(Extent(r)).then(nonneg(Extent(r)))

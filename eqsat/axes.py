@@ -78,10 +78,18 @@ UNKNOWN_TENSOR = TensorType(None, None)
 _EXAMPLE_NUMBER = {DataType.Bool: True, DataType.ComplexFloat: 1j, DataType.ComplexDouble: 1j}
 
 
+# torch promotes no FP8 type; nvFuser promotes them as the reduced-precision floats they are
+# (arithmetic in Float). Half stands in for them in torch's promotion, and is mapped back where
+# one FP8 type is all the tensors hold.
+_FP8_STAND_IN = DataType.Half
+
+
 def _example(t) -> Any:
     """A torch operand that promotes like ``t`` (a tensor of its dtype, or a python number)."""
     if isinstance(t, TensorType):
-        return torch.empty((1,), dtype=dt.to_torch(t.dtype))
+        dtype = _FP8_STAND_IN if t.dtype in dt.FP8_TYPES else \
+            DataType.Int if t.dtype is DataType.UInt64 else t.dtype     # torch promotes no uint64
+        return torch.empty((1,), dtype=dt.to_torch(dtype))
     if t.dtype in dt.INT_TYPES:
         return 1
     return _EXAMPLE_NUMBER.get(t.dtype, 1.0)
@@ -104,6 +112,16 @@ def result_dtype(*operands, arithmetic: bool = False) -> DataType:
         result = torch.result_type(torch.empty((1,), dtype=result), extra)
     out = dt.from_torch(result)
     tensors = [o.dtype for o in operands if isinstance(o, TensorType)]
+    if DataType.UInt64 in tensors:
+        ints = {d for d in tensors if d in dt.INT_TYPES or d is DataType.Bool}
+        if ints != {DataType.UInt64}:
+            raise ValueError(f"eqsat does not model nvFuser's promotion of UInt64 with "
+                             f"{', '.join(sorted(d.name for d in ints - {DataType.UInt64}))}")
+        if out is DataType.Int:
+            out = DataType.UInt64
+    fp8 = {d for d in tensors if d in dt.FP8_TYPES}
+    if out is _FP8_STAND_IN and len(fp8) == 1 and all(d in fp8 for d in tensors if d in dt.HALF_TYPES):
+        out = fp8.pop()
     if all(not dt.is_float(d) and d not in dt.COMPLEX_TYPES for d in tensors) and any(
             not isinstance(o, TensorType) and dt.is_float(o.dtype) for o in operands):
         out = DataType.Double
@@ -185,7 +203,10 @@ class AxisInference:
             rule = getattr(self, f"_op_{node.op}", None)
             if rule is None:
                 rule = getattr(self, f"_cat_{OPS[node.op].category}")
-            outs = rule(node, **node.kwargs)
+            try:
+                outs = rule(node, **node.kwargs)
+            except ValueError as err:               # a dtype eqsat does not model there
+                self.fail(str(err))
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         for v, t in zip(node.outputs, outs):
             self.types[v] = t

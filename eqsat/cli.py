@@ -39,10 +39,10 @@ def _demo(args) -> int:
     return status
 
 
-def _load_with_inputs(path, device):
+def _load_with_inputs(path, device, trust=False):
     from .ingest import from_file
 
-    repro = from_file(path, device=device)
+    repro = from_file(path, device=device, trust=trust)
     if repro.inputs is None:
         raise FusionError("the file has no `inputs = [...]` list", filename=path)
     return repro
@@ -53,7 +53,7 @@ def _optimize_cmd(args) -> int:
 
     from .optimize import optimize_fusion
 
-    repro = _load_with_inputs(args.file, "meta")          # shapes are all the optimizer needs
+    repro = _load_with_inputs(args.file, "meta", args.trust)   # shapes are all the optimizer needs
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
     opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
                           reassociate=not args.no_reassociate, min_gain=args.min_gain)
@@ -77,7 +77,7 @@ def _check_cmd(args) -> int:
     from .optimize import optimize_fusion
     from .torch_executor import run_fusion
 
-    repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu")   # the torch executor runs on CPU
+    repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu", args.trust)   # torch runs on CPU
     opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate)
 
     want = run_fusion(repro.fusion, fresh_copies(repro.inputs), seed=0)   # strides kept: an
@@ -100,7 +100,7 @@ def _show(args) -> int:
     from .ingest import from_file
     from .lowering.source import fusion_source
 
-    repro = from_file(args.file, inputs=args.run)
+    repro = from_file(args.file, inputs=args.run, trust=args.trust)
     print(repro.fusion)
     if args.source:
         print()
@@ -183,6 +183,9 @@ def main(argv=None) -> int:
     ver.add_argument("--cases", type=int, default=60, help="cases per rule (default 60)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
+    for command in (show, opt, chk):
+        command.add_argument("--trust", action="store_true",
+                             help="run the file as Python (by default it is read, and nothing in it runs)")
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

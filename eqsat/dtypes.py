@@ -49,8 +49,8 @@ for _name, _dt in (("Float8_e4m3fn", "float8_e4m3fn"), ("Float8_e5m2", "float8_e
         _TO_TORCH[DataType[_name]] = getattr(torch, _dt)
 _FROM_TORCH = {v: k for k, v in _TO_TORCH.items() if k is not DataType.Index}
 
-HALF_TYPES = frozenset({DataType.Half, DataType.BFloat16, DataType.Float8_e4m3fn,
-                        DataType.Float8_e5m2, DataType.Float8_e8m0fnu})
+FP8_TYPES = frozenset({DataType.Float8_e4m3fn, DataType.Float8_e5m2, DataType.Float8_e8m0fnu})
+HALF_TYPES = frozenset({DataType.Half, DataType.BFloat16}) | FP8_TYPES
 FLOAT_TYPES = HALF_TYPES | {DataType.Float, DataType.Double}
 INT_TYPES = frozenset({DataType.Int, DataType.Int32, DataType.Index, DataType.UInt64})
 COMPLEX_TYPES = frozenset({DataType.ComplexFloat, DataType.ComplexDouble})
@@ -66,6 +66,11 @@ def to_torch(dtype: DataType) -> torch.dtype:
         return _TO_TORCH[dtype]
     except KeyError:
         raise ValueError(f"{dtype!r} has no torch dtype") from None
+
+
+def torch_types(dtypes) -> frozenset:
+    """The torch dtypes of those of ``dtypes`` this torch has."""
+    return frozenset(_TO_TORCH[d] for d in dtypes if d in _TO_TORCH)
 
 
 def from_torch(dtype: torch.dtype) -> DataType:

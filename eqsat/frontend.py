@@ -14,6 +14,7 @@ half-built.
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 from typing import Any, Sequence
@@ -28,8 +29,17 @@ from .opspec import OPERANDS, OPS, OpSpec, bind_call
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _caller_line() -> int | None:
-    """The line of the first frame outside eqsat (the user's definition line)."""
+# the definition line being evaluated, where eqsat's reader evaluates a repro (its frames are
+# eqsat's own, so the line cannot be found on the stack)
+SOURCE_LINE: contextvars.ContextVar[int | None] = contextvars.ContextVar("SOURCE_LINE", default=None)
+
+
+def caller_line() -> int | None:
+    """The user's definition line: the one the reader is evaluating, or else the line of the
+    first frame outside eqsat."""
+    line = SOURCE_LINE.get()
+    if line is not None:
+        return line
     frame = sys._getframe(1)
     while frame is not None:
         if not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
@@ -219,7 +229,7 @@ class FusionDefinition:
                               "start a new FusionDefinition", line=line, op=op)
 
     def _record_op(self, name: str, args: tuple, kwargs: dict) -> Any:
-        line = _caller_line()
+        line = caller_line()
         label = f"fd.ops.{name}"
         self._check_open(label, line)
         spec = OPS.get(name)
@@ -249,7 +259,7 @@ class FusionDefinition:
     def define_tensor(self, shape=None, contiguity=None, dtype=DataType.Float, is_cpu=False,
                       stride_order=None, *, sizes=None, strides=None, static_sizes=False,
                       symbolic_sizes=None) -> Tensor:
-        line = _caller_line()
+        line = caller_line()
         op = "fd.define_tensor"
         self._check_open(op, line)
         try:
@@ -290,7 +300,7 @@ class FusionDefinition:
                                   is_cpu=tensor.device.type == "cpu" and tensor.dim() == 0)
 
     def define_scalar(self, value=None, dtype=None) -> Scalar:
-        line = _caller_line()
+        line = caller_line()
         op = "fd.define_scalar"
         self._check_open(op, line)
         if isinstance(value, Value):
@@ -313,7 +323,7 @@ class FusionDefinition:
         return self._emit("define_scalar", (("value", value), ("dtype", dtype)), (SCALAR,), line)[0]
 
     def define_vector(self, values, dtype=DataType.Int):
-        line = _caller_line()
+        line = caller_line()
         op = "fd.define_vector"
         self._check_open(op, line)
         if isinstance(values, int) and not isinstance(values, bool):
@@ -327,7 +337,7 @@ class FusionDefinition:
         return self._emit("define_vector", args, (VECTOR,), line)[0]
 
     def add_output(self, output, alias_input=None, stride_order=None) -> None:
-        line = _caller_line()
+        line = caller_line()
         op = "fd.add_output"
         self._check_open(op, line)
         if isinstance(alias_input, (list, tuple)):

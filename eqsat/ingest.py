@@ -1,9 +1,10 @@
 """Ingestion: a fusion from a function of ``fd``, a printed nvFuser repro (text or file), or a
 live ``nvfuser`` / ``nvfuser_direct`` FusionDefinition.
 
-Repro files are read with :mod:`ast`: only the definition function and the statements that
-build ``inputs`` run (against eqsat's recorder, with ``FusionDefinition`` and ``DataType``
-bound to eqsat's), so nvFuser need not be installed and ``fd.execute`` is never called.
+Repro files are read, not run: :mod:`eqsat.reader` evaluates their definition's ``fd`` calls
+(against eqsat's recorder) and their ``inputs`` expressions, and refuses anything else with its
+line, so no code of the file runs, nvFuser need not be installed and ``fd.execute`` is never
+called. ``trust=True`` runs a file as Python instead, for repros beyond that language.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .dtypes import DataType
 from .errors import FusionError
 from .frontend import FusionDefinition
 from .ir import FRONTENDS, Fusion
+from .reader import read_inputs, run_definition
 
 
 class _DataTypeNames:
@@ -26,10 +28,10 @@ class _DataTypeNames:
     def __getattr__(self, name: str) -> DataType:
         if name in DataType.__members__:
             return DataType[name]
-        from .frontend import _caller_line
+        from .frontend import caller_line
 
         raise FusionError(f"unknown dtype DataType.{name}; expected one of "
-                          f"{', '.join(DataType.__members__)}", line=_caller_line())
+                          f"{', '.join(DataType.__members__)}", line=caller_line())
 
     def __call__(self, *args):
         return DataType(*args)
@@ -44,6 +46,7 @@ class Repro:
     source: str
     filename: str
     function: str
+    definition: ast.FunctionDef | None = None      # its syntax tree
 
     @property
     def frontend(self) -> str | None:
@@ -136,16 +139,22 @@ def _device_override(device: str | None):
 
 
 def from_source(source: str, filename: str = "<repro>", *, function: str | None = None,
-                inputs: bool = True, device: str | None = None) -> Repro:
+                inputs: bool = True, device: str | None = None, trust: bool = False) -> Repro:
     """Ingest the text of a repro file (or just its definition function).
 
-    ``inputs=False`` skips building the ``inputs`` list; ``device`` (e.g. ``"meta"``) builds
-    it on another device than the one the file names.
+    The file is read, not run (:mod:`eqsat.reader`): its definition's ``fd`` calls and its
+    ``inputs`` expressions are evaluated in the small language repros are written in, and
+    anything outside it is refused with its line. ``trust=True`` runs the file as Python
+    instead (its top-level statements but those about running the fusion, then the
+    definition function). ``inputs=False`` skips building the ``inputs`` list; ``device``
+    (e.g. ``"meta"``) builds it on another device than the one the file names.
     """
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = ast.parse(source.lstrip("\ufeff"), filename=filename)
     except SyntaxError as err:
         raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise FusionError(f"does not parse: {type(err).__name__}: {err}", filename=filename) from None
     if function is not None:
         matches = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == function]
         if not matches:
@@ -153,7 +162,29 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
         definition = matches[0]
     else:
         definition = _find_definition(tree, filename)
-    skip_names = {"FusionDefinition", "fd"}
+    fd = FusionDefinition(frontend=detect_frontend(tree, definition))
+    if trust:
+        found, define = _run_trusted(tree, definition, filename, inputs, device)
+    else:
+        found = read_inputs(tree, definition, filename, device) if inputs else None
+        define = lambda fd: run_definition(definition, fd, _DataTypeNames(), filename)  # noqa: E731
+    try:
+        with fd:
+            define(fd)
+    except FusionError as err:
+        if err.filename is None:
+            err = FusionError(err.message, line=err.line, op=err.op, filename=filename)
+        raise err from None
+    except (Exception, SystemExit) as err:
+        raise FusionError(f"the definition raised {type(err).__name__}: {err}",
+                          line=_traceback_line(err, filename), filename=filename) from err
+    return Repro(fd.fusion, found, source, filename, definition.name, definition)
+
+
+def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, inputs: bool,
+                 device: str | None) -> tuple[list | None, Callable[[Any], None]]:
+    """``trust=True``: the file run as Python (all but its statements about running the
+    fusion, and its nvFuser imports), and its definition function as it is."""
     kept = []
     for stmt in tree.body:
         if stmt is definition:
@@ -162,48 +193,30 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
             continue
         elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
             kept.append(stmt)
-        elif inputs and not _mentions(stmt, skip_names):
+        elif inputs and not _mentions(stmt, {"FusionDefinition", "fd"}):
             kept.append(stmt)
-    module = ast.Module(body=kept, type_ignores=[])
     namespace: dict[str, Any] = {"FusionDefinition": FusionDefinition, "DataType": _DataTypeNames(),
                                  "__name__": "__eqsat_repro__", "__file__": filename}
-    code = compile(module, filename, "exec")
     try:
         with _device_override(device):
-            exec(code, namespace)
+            exec(compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), namespace)
     except FusionError:
         raise
-    except Exception as err:
+    except (Exception, SystemExit) as err:     # a file that calls exit() is reported, not obeyed
         line = getattr(err, "lineno", None) or _traceback_line(err, filename)
         raise FusionError(f"running the file failed: {type(err).__name__}: {err}", line=line,
                           filename=filename) from err
-    fd = FusionDefinition(frontend=detect_frontend(tree, definition))
-    try:
-        with fd:
-            namespace[definition.name](fd)
-    except FusionError as err:
-        if err.filename is None:
-            err = FusionError(err.message, line=err.line, op=err.op, filename=filename)
-        raise err from None
-    except Exception as err:
-        raise FusionError(f"the definition raised {type(err).__name__}: {err}",
-                          line=_traceback_line(err, filename), filename=filename) from err
     found = namespace.get("inputs") if inputs else None
     if found is not None and not isinstance(found, (list, tuple)):
         raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
-    return Repro(fd.fusion, list(found) if found is not None else None, source, filename,
-                 definition.name)
+    return (list(found) if found is not None else None), namespace[definition.name]
 
 
-def definition_function(repro: Repro, **names: Any) -> Callable[[Any], None]:
-    """The repro's own definition function, compiled alone, with ``names`` (say
-    ``FusionDefinition`` and ``DataType`` of an nvFuser frontend) as its globals. Calling it
-    runs the file's code: this is for running a definition as given, on request."""
-    tree = ast.parse(repro.source, filename=repro.filename)
-    fn = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == repro.function)
-    namespace: dict[str, Any] = dict(names)
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), repro.filename, "exec"), namespace)
-    return namespace[repro.function]
+def define_on(repro: Repro, fd: Any, datatype: Any) -> None:
+    """The repro's definition evaluated on ``fd`` (say a live nvFuser FusionDefinition, with
+    that frontend's ``DataType``), read as :func:`from_source` reads it: nothing of the file
+    runs."""
+    run_definition(repro.definition, fd, datatype, repro.filename)
 
 
 def _traceback_line(err: BaseException, filename: str) -> int | None:
@@ -217,12 +230,15 @@ def _traceback_line(err: BaseException, filename: str) -> int | None:
 
 
 def from_file(path: str | os.PathLike, **kwargs) -> Repro:
+    """A repro file, read as :func:`from_source` reads text (UTF-8, with or without a BOM)."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             source = f.read()
     except OSError as err:
         raise FusionError(f"cannot read: {err.strerror}", filename=path) from None
+    except UnicodeDecodeError as err:
+        raise FusionError(f"is not UTF-8 text ({err.reason} at byte {err.start})", filename=path) from None
     return from_source(source, filename=path, **kwargs)
 
 

@@ -118,6 +118,16 @@ def _lift(x, like: torch.Tensor, dtype: torch.dtype):
     return x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype, device=like.device)
 
 
+# torch implements little for FP8 tensors; their values are exact in fp32, where these ops
+# compute them (run_fusion casts each result back to the dtype the IR gives it)
+_FP8_IN_FLOAT = frozenset({"unary", "binary", "where", "clamp", "lerp", "reduction"})
+_FP8 = dt.torch_types(dt.FP8_TYPES)
+
+
+def _fp8_as_float(x):
+    return x.float() if isinstance(x, torch.Tensor) and x.dtype in _FP8 else x
+
+
 class TorchOps:
     """``fd.ops`` of the torch executor. Arguments are torch tensors and python numbers."""
 
@@ -136,6 +146,8 @@ class TorchOps:
         def op(*args, **kwargs):
             bound = bind_call(spec, args, kwargs)
             impl = getattr(self, f"_op_{name}", None) or getattr(self, f"_cat_{spec.category}")
+            if spec.category in _FP8_IN_FLOAT:
+                bound = {k: _fp8_as_float(v) for k, v in bound.items()}
             return impl(name, **bound)
         return op
 

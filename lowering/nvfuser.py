@@ -104,15 +104,14 @@ def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
 
 
 def as_given(repro, frontend: str | None = None) -> Any:
-    """A live nvFuser FusionDefinition made by the repro file's own definition function (not
-    eqsat's reading of it): the reference for "as given". It runs the file's code (the
-    definition function alone) against ``frontend``'s FusionDefinition, by default the one
-    the file imports (classic first where it imports both, as such files do)."""
-    from ..ingest import definition_function
+    """A live nvFuser FusionDefinition made by the repro file's own definition (not eqsat's
+    IR of it): the reference for "as given". Its ``fd`` calls are made on ``frontend``'s
+    FusionDefinition, by default the one the file imports (classic first where it imports
+    both, as such files do), by the reader that ingestion uses, so no code of the file runs."""
+    from ..ingest import define_on
 
     module = load_frontend(frontend, prefer=repro.frontend)
-    define = definition_function(repro, FusionDefinition=module.FusionDefinition, DataType=module.DataType)
     fd = module.FusionDefinition()
     with fd:
-        define(fd)
+        define_on(repro, fd, module.DataType)
     return fd

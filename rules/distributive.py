@@ -80,16 +80,17 @@ def min_of_difference_with_constant(k, a, b, R):
 
 @rule("distributive")
 def max_of_product_with_nonnegative_constant(k, a, c, R):
-    """Max_R(a*c) = Max_R(a)*c when c >= 0 lacks R: scaling by c >= 0 is monotone."""
+    """Max_R(a*c) = Max_R(a)*c when c >= 0 lacks R: scaling by c >= 0 is monotone, in
+    floating point (an integer product may wrap around, which is not monotone)."""
     return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
-            [k.disjoint(k.labels(c), R), k.nonneg(c)])
+            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
 @rule("distributive")
 def min_of_product_with_nonnegative_constant(k, a, c, R):
-    """Min_R(a*c) = Min_R(a)*c when c >= 0 lacks R."""
+    """Min_R(a*c) = Min_R(a)*c when c >= 0 lacks R (floating point: see the max rule)."""
     return (k.Min(R, k.Mul(a, c)), k.Mul(k.Min(R, a), c),
-            [k.disjoint(k.labels(c), R), k.nonneg(c)])
+            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
 @rule("distributive")

@@ -11,7 +11,7 @@ import eqsat
 from eqsat.compare import mismatch
 from eqsat.devices import fresh_copies
 from eqsat.encode import encode
-from eqsat.ingest import definition_function
+from eqsat.ingest import define_on
 from eqsat.lowering import fusion_source
 from eqsat.lowering.from_terms import lower_encoding
 from eqsat.torch_executor import EagerDefinition
@@ -25,12 +25,11 @@ META = corpus_meta_files()
 
 
 def _run_original(repro, inputs, seed):
-    define = definition_function(repro, DataType=eqsat.DataType)
     gen = None
     if not any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in inputs):
         gen = torch.Generator().manual_seed(seed)
     fd = EagerDefinition(inputs, generator=gen)
-    define(fd)
+    define_on(repro, fd, eqsat.DataType)
     return fd.outputs
 
 

@@ -1,0 +1,412 @@
+"""Repro files read without running them: an interpreter of the language nvFuser's and
+Thunder's printed repros are written in.
+
+A repro is Python, but only a small part of Python: imports of torch and nvFuser, one
+definition function of straight-line ``fd.*`` calls, and an ``inputs`` list built from torch's
+tensor constructors. :func:`read_repro` walks the file's syntax tree and evaluates just that:
+
+- the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
+  and on values it returned, ``fd.add_output(...)``; expressions of literals, names bound
+  before, lists and tuples, ``DataType.X``, ``float("inf")``-style constants, arithmetic;
+- at the top level: ``import torch``, imports of ``nvfuser``/``nvfuser_direct`` (also inside
+  ``try``/``except ImportError``), ``torch.manual_seed(n)``, names bound to input expressions,
+  ``inputs = [...]``; ``with FusionDefinition() as fd: ...`` and ``fd.execute(...)`` are skipped;
+- in input expressions: the torch functions and tensor methods in :data:`TORCH_FUNCTIONS` and
+  :data:`TENSOR_METHODS` (constructors, dtype and layout changes, elementwise math), none of
+  which touches files, processes or the network.
+
+Anything else (another import, a loop, an attribute outside those lists, a call of a function
+the file defines) is refused with its line: :class:`OutsideLanguage`, which says that
+``trust=True`` (``--trust``) runs the file as Python instead.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from typing import Any, Callable
+
+from .errors import FusionError
+from .ir import FRONTENDS
+
+TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
+              "run this file as Python")
+
+
+class OutsideLanguage(FusionError):
+    """A construct the repro reader does not evaluate (the file may still be run with trust)."""
+
+
+# torch functions an input expression may call: tensor constructors, random draws (under the
+# global seed), and pure math on tensors
+TORCH_FUNCTIONS = frozenset("""
+    randn rand randint zeros ones full arange empty empty_strided tensor as_tensor linspace eye
+    zeros_like ones_like full_like empty_like randn_like rand_like randint_like
+    manual_seed cat stack where tril triu flip roll transpose permute reshape unsqueeze squeeze
+    lt le gt ge eq ne abs neg exp log sqrt rsqrt sin cos tanh sigmoid erf softmax log_softmax
+    clamp maximum minimum matmul mul add sub div pow sum mean amax amin var std
+""".split())
+TORCH_NAMESPACES = {"testing": frozenset({"make_tensor"}),
+                    "nn": frozenset({"functional"}),
+                    "nn.functional": frozenset("softmax log_softmax relu gelu silu tanh sigmoid "
+                                               "dropout layer_norm normalize pad one_hot".split())}
+# tensor methods and attributes an input expression may use
+TENSOR_METHODS = frozenset("""
+    to cuda cpu float half bfloat16 double int long short bool char byte type_as
+    as_strided expand expand_as broadcast_to t permute transpose movedim swapaxes reshape view
+    view_as unflatten contiguous clone
+    unsqueeze squeeze flatten narrow select repeat flip tril triu detach requires_grad_
+    mul add sub div true_divide clamp clamp_min clamp_max abs neg exp log sqrt rsqrt sin cos
+    tanh sigmoid pow reciprocal square log1p expm1 floor ceil round sign max min
+    mean var std sum amax amin softmax log_softmax lt le gt ge eq ne
+    masked_fill fill_ zero_ uniform_ normal_ random_ bernoulli_ new_zeros new_ones new_empty
+    new_full size stride dim numel element_size storage_offset item tolist
+    shape dtype T mT ndim device is_contiguous
+""".split())
+BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
+                                 "len": len, "abs": abs, "min": min, "max": max, "round": round,
+                                 "list": list, "tuple": tuple}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+           ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
+          ast.Not: operator.not_}
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_MAX_POWER = 1 << 16          # an integer exponent beyond this is a way to exhaust memory
+
+
+class _Namespace:
+    """A module the file may name (``torch``, ``torch.testing``), exposing only ``allowed``."""
+
+    def __init__(self, path: str, target: Any, allowed: frozenset[str]):
+        self.path, self.target, self.allowed = path, target, allowed
+
+
+class _Skip:
+    """A name the file binds to something eqsat does not evaluate (the fd of ``with``)."""
+
+
+def _torch_namespace():
+    import torch
+
+    dtypes = frozenset(name for name in dir(torch) if isinstance(getattr(torch, name, None), torch.dtype))
+    return _Namespace("torch", torch, TORCH_FUNCTIONS | dtypes | frozenset(TORCH_NAMESPACES) |
+                      {"device", "Size", "strided", "contiguous_format", "channels_last"})
+
+
+class Reader:
+    """Evaluates the repro language over ``names``; ``device`` (say ``"meta"``) replaces the
+    device of every tensor the inputs make."""
+
+    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None):
+        self.filename = filename
+        self.names: dict[str, Any] = dict(names or {})
+        self.device = device
+
+    # -- errors ------------------------------------------------------------------------------
+    def refuse(self, node: ast.AST, what: str) -> OutsideLanguage:
+        return OutsideLanguage(f"{what}: {TRUST_HINT}", line=getattr(node, "lineno", None),
+                               filename=self.filename)
+
+    # -- statements ----------------------------------------------------------------------------
+    def assign(self, stmt: ast.Assign, value: Any) -> None:
+        if len(stmt.targets) != 1:
+            raise self.refuse(stmt, "a chained assignment")
+        target = stmt.targets[0]
+        if isinstance(target, ast.Name):
+            self.names[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
+            values = list(value) if isinstance(value, (list, tuple)) else None
+            if values is None or len(values) != len(target.elts):
+                raise FusionError(f"cannot unpack {type(value).__name__} into {len(target.elts)} names",
+                                  line=stmt.lineno, filename=self.filename)
+            for t, v in zip(target.elts, values):
+                self.names[t.id] = v
+        else:
+            raise self.refuse(stmt, f"an assignment to {ast.unparse(target)}")
+
+    def run_body(self, body: list[ast.stmt]) -> None:
+        """A definition function's statements."""
+        for stmt in body:
+            if isinstance(stmt, ast.Assign):
+                self.assign(stmt, self.eval(stmt.value))
+            elif isinstance(stmt, ast.Expr):
+                if not isinstance(stmt.value, ast.Constant):          # a docstring is skipped
+                    self.eval(stmt.value)
+            elif isinstance(stmt, ast.Return) and stmt.value is None:
+                return
+            elif not isinstance(stmt, ast.Pass):
+                raise self.refuse(stmt, f"a {type(stmt).__name__.lower()} statement in the definition")
+
+    # -- expressions -----------------------------------------------------------------------
+    def eval(self, node: ast.expr) -> Any:
+        method = getattr(self, f"_{type(node).__name__}", None)
+        if method is None:
+            raise self.refuse(node, f"the expression {ast.unparse(node)[:60]!r}")
+        try:
+            return method(node)
+        except RecursionError:
+            raise FusionError("the expression is nested too deeply to evaluate", line=node.lineno,
+                              filename=self.filename) from None
+
+    def _Constant(self, node):
+        if not isinstance(node.value, (int, float, complex, bool, str, type(None))):
+            raise self.refuse(node, f"the constant {node.value!r}")
+        return node.value
+
+    def _Name(self, node):
+        if node.id in self.names:
+            value = self.names[node.id]
+            if isinstance(value, _Skip):
+                raise self.refuse(node, f"{node.id} here")
+            return value
+        if node.id in BUILTINS:
+            return BUILTINS[node.id]
+        if node.id in dir(builtins):
+            raise self.refuse(node, f"the builtin {node.id}")
+        raise FusionError(f"name {node.id!r} is not defined", line=node.lineno, filename=self.filename)
+
+    def _List(self, node):
+        return [self.eval(e) for e in node.elts]
+
+    def _Tuple(self, node):
+        return tuple(self.eval(e) for e in node.elts)
+
+    def _UnaryOp(self, node):
+        return self._apply(node, _UNARY.get(type(node.op)), self.eval(node.operand))
+
+    def _BinOp(self, node):
+        left, right = self.eval(node.left), self.eval(node.right)
+        if any(isinstance(v, (list, tuple, str)) for v in (left, right)):
+            raise self.refuse(node, "arithmetic on a list or string")
+        if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, int) and abs(right) > _MAX_POWER:
+            raise self.refuse(node, f"an exponent or shift of {right}")
+        return self._apply(node, _BINARY.get(type(node.op)), left, right)
+
+    def _apply(self, node, fn, *args):
+        if fn is None:
+            raise self.refuse(node, f"the operator in {ast.unparse(node)[:60]!r}")
+        return self._guarded(node, fn, *args)
+
+    def _Compare(self, node):
+        if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
+            raise self.refuse(node, f"the comparison {ast.unparse(node)[:60]!r}")
+        return self._guarded(node, _COMPARE[type(node.ops[0])], self.eval(node.left),
+                             self.eval(node.comparators[0]))
+
+    def _Subscript(self, node):
+        base, index = self.eval(node.value), self.eval(node.slice)
+        return self._guarded(node, operator.getitem, base, index)
+
+    def _Slice(self, node):
+        part = lambda e: None if e is None else self.eval(e)          # noqa: E731
+        return slice(part(node.lower), part(node.upper), part(node.step))
+
+    def _Attribute(self, node):
+        base = self.eval(node.value)
+        name = node.attr
+        if isinstance(base, _Namespace):
+            if name not in base.allowed:
+                raise self.refuse(node, f"{base.path}.{name}")
+            path = f"{base.path}.{name}"
+            key = path.split(".", 1)[1]
+            if key in TORCH_NAMESPACES:
+                return _Namespace(path, getattr(base.target, name), TORCH_NAMESPACES[key])
+            value = getattr(base.target, name)
+            if path in ("torch.device", "torch.Size"):
+                return _allowed(value)
+            return self._torch_function(value, name) if callable(value) and not isinstance(value, type) \
+                else value
+        if name.startswith("_"):
+            raise self.refuse(node, f"the attribute {name}")
+        if _is_tensor(base):
+            if name not in TENSOR_METHODS:
+                raise self.refuse(node, f"the tensor attribute .{name}")
+            value = getattr(base, name)
+            return self._tensor_method(base, name, value) if callable(value) else value
+        if _is_definition_object(base):
+            return self._guarded(node, getattr, base, name)
+        raise self.refuse(node, f"the attribute .{name} of a {type(base).__name__}")
+
+    def _Call(self, node):
+        fn = self.eval(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.eval(a.value))
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.refuse(k.value, "**keyword arguments")
+            kwargs[k.arg] = self.eval(k.value)
+        if not (fn in BUILTINS.values() or getattr(fn, "_eqsat_allowed", False) or _is_definition_call(fn)):
+            raise self.refuse(node, f"a call of {ast.unparse(node.func)[:60]}")
+        return self._guarded(node, fn, *args, **kwargs)
+
+    def _guarded(self, node, fn, *args, **kwargs):
+        from .frontend import SOURCE_LINE
+
+        token = SOURCE_LINE.set(node.lineno)
+        try:
+            return fn(*args, **kwargs)
+        except FusionError as err:
+            if err.line is None and err.filename is None:
+                raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
+            raise
+        except (RecursionError, MemoryError) as err:
+            raise FusionError(f"{type(err).__name__} evaluating {ast.unparse(node)[:60]!r}",
+                              line=node.lineno, filename=self.filename) from None
+        except Exception as err:
+            raise FusionError(f"{type(err).__name__}: {err}", line=node.lineno,
+                              filename=self.filename) from None
+        finally:
+            SOURCE_LINE.reset(token)
+
+    # -- torch, with the device replaced ----------------------------------------------------------
+    def _torch_function(self, fn, name):
+        device = self.device
+
+        def call(*args, **kwargs):
+            if device is not None and name != "manual_seed":
+                if "device" in kwargs or name in _FACTORIES:
+                    kwargs["device"] = device
+            return fn(*args, **kwargs)
+        call._eqsat_allowed = True
+        return call
+
+    def _tensor_method(self, tensor, name, method):
+        device = self.device
+
+        def call(*args, **kwargs):
+            if device is not None and name == "cuda":
+                return tensor.to(device)
+            if device is not None and name == "to":
+                args = tuple(device if _is_device(a) else a for a in args)
+                if "device" in kwargs:
+                    kwargs["device"] = device
+            return method(*args, **kwargs)
+        call._eqsat_allowed = True
+        return call
+
+
+def _allowed(fn):
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    call._eqsat_allowed = True
+    return call
+
+
+_FACTORIES = frozenset("randn rand randint zeros ones full arange empty empty_strided tensor "
+                       "as_tensor linspace eye make_tensor".split())
+
+
+def _is_tensor(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _is_device(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.device) or isinstance(value, str) and value.split(":")[0] in (
+        "cpu", "cuda", "meta")
+
+
+def _is_definition_object(value) -> bool:
+    """The fd, its ``ops``, its values (tensors and scalars of a FusionDefinition), and
+    DataType: what a definition's calls and attributes are made on."""
+    owner = value if isinstance(value, type) else type(value)      # DataType is a class
+    module = (getattr(owner, "__module__", None) or "").split(".")[0]
+    return module in ("eqsat",) + FRONTENDS
+
+
+def _is_definition_call(fn) -> bool:
+    owner = getattr(fn, "__self__", None)
+    module = (getattr(fn, "__module__", None) or "").split(".")[0]
+    return (owner is not None and _is_definition_object(owner)) or module in ("eqsat",) + FRONTENDS or \
+        (module == "" and type(fn).__name__ in ("builtin_function_or_method", "method") and owner is not None
+         and _is_definition_object(owner))
+
+
+# -- whole files -------------------------------------------------------------------------------
+def _is_frontend_import(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Import):
+        return all(a.name.split(".")[0] in FRONTENDS + ("torch",) for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom):
+        return (stmt.module or "").split(".")[0] in FRONTENDS + ("torch",)
+    if isinstance(stmt, ast.Try):
+        return all(_is_frontend_import(s) for s in stmt.body + stmt.orelse + stmt.finalbody +
+                   [s for h in stmt.handlers for s in h.body])
+    return False
+
+
+def _mentions_fd(stmt: ast.stmt, skipped: set[str]) -> bool:
+    """A statement about running the definition (``with FusionDefinition() as fd``,
+    ``fd.execute(inputs)``), which reading skips."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and (node.id in skipped or node.id == "FusionDefinition"):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
+            return True
+    return False
+
+
+def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
+                device: str | None = None) -> list | None:
+    """The file's ``inputs`` list, evaluated in the repro language (None if it has none)."""
+    reader = Reader(filename, {"torch": _torch_namespace()}, device)
+    skipped = {definition.name}
+    for stmt in tree.body:
+        if stmt is definition or _is_frontend_import(stmt):
+            continue
+        if isinstance(stmt, ast.FunctionDef):
+            skipped.add(stmt.name)          # never called: a call of it is refused below
+            reader.names[stmt.name] = _Skip()
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue                        # a docstring
+        if isinstance(stmt, ast.With) and _mentions_fd(stmt, skipped):
+            for item in stmt.items:
+                if isinstance(item.optional_vars, ast.Name):
+                    skipped.add(item.optional_vars.id)
+            continue
+        if _mentions_fd(stmt, skipped):
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            skipped.add(n.id)
+            continue
+        if isinstance(stmt, ast.Assign):
+            reader.assign(stmt, reader.eval(stmt.value))
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                ast.unparse(stmt.value.func) == "torch.manual_seed":
+            reader.eval(stmt.value)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                ast.unparse(stmt.value.func) == "print":
+            continue
+        else:
+            raise reader.refuse(stmt, f"the top-level {type(stmt).__name__.lower()} statement "
+                                      f"{ast.unparse(stmt).splitlines()[0][:60]!r}")
+    found = reader.names.get("inputs")
+    if found is not None and not isinstance(found, (list, tuple)):
+        raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
+    return list(found) if found is not None else None
+
+
+def run_definition(definition: ast.FunctionDef, fd: Any, datatype: Any, filename: str) -> None:
+    """The definition function's body, evaluated on ``fd`` (eqsat's recorder, a live nvFuser
+    FusionDefinition, or any implementation of the protocol), with ``datatype`` as DataType."""
+    params = [a.arg for a in definition.args.args]
+    if not params:
+        raise FusionError(f"the definition {definition.name} takes no fd parameter",
+                          line=definition.lineno, filename=filename)
+    if definition.decorator_list:
+        raise Reader(filename).refuse(definition.decorator_list[0], "a decorator on the definition")
+    names = {params[0]: fd, "DataType": datatype}
+    Reader(filename, names).run_body(definition.body)

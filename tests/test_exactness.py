@@ -1,0 +1,53 @@
+"""Rewrites stay exact where integers wrap around: sign facts that need no overflow are stated
+for floating values only (issue 14's repro: Int32 y = 46341, y*y wraps to -2147479015)."""
+import torch
+
+import eqsat
+from eqsat import DataType
+
+
+def max_times_a_square(fd):
+    a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int32)
+    y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int32)
+    c = fd.ops.broadcast(fd.ops.mul(y, y), is_broadcast_dim=[False, True])
+    fd.add_output(fd.ops.max(fd.ops.mul(a, c), dims=[1]))
+
+
+def max_first(dtype):
+    def define(fd):
+        a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=dtype)
+        y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=dtype)
+        fd.add_output(fd.ops.mul(fd.ops.max(a, dims=[1]), fd.ops.mul(y, y)))
+    return define
+
+
+def test_a_wrapped_integer_square_is_not_taken_as_nonnegative():
+    from eqsat.explore import explore
+
+    # max_j(a * y*y) and max_j(a) * y*y differ in Int32 (y*y may wrap): never made equal
+    result = explore(eqsat.from_function(max_times_a_square), contains=[max_first(DataType.Int32)])
+    assert result.fired.get("max-of-product-with-nonnegative-constant", 0) == 0
+    assert result.contains == [False]
+
+def test_optimized_int32_results_are_exact():
+    a = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    y = torch.tensor([46341, 2], dtype=torch.int32)
+    want = (a * (y * y)[:, None]).amax(1)                   # torch wraps int32 as nvFuser does
+    assert want.tolist()[0] == 0
+    fusion = eqsat.from_function(max_times_a_square)
+    opt = eqsat.optimize_fusion(fusion, [a, y])
+    assert "max-of-product-with-nonnegative-constant" not in opt.report.rules
+    assert eqsat.run_fusion(opt.fusion, [a, y])[0].tolist() == want.tolist()
+
+
+def test_the_same_pattern_in_floats_is_still_rewritten_where_it_pays():
+    def floats(fd):
+        a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        c = fd.ops.broadcast(fd.ops.mul(y, y), is_broadcast_dim=[False, True])
+        fd.add_output(fd.ops.max(fd.ops.mul(a, c), dims=[1]))
+
+    from eqsat.explore import explore
+    result = explore(eqsat.from_function(floats), contains=[max_first(DataType.Float)])
+    assert result.fired.get("max-of-product-with-nonnegative-constant", 0) > 0
+    assert result.contains == [True]

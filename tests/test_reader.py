@@ -1,0 +1,127 @@
+"""Reading a repro runs none of its code: each way a file could run code is refused at its line,
+no marker file appears, and ``trust=True`` (``--trust``) runs the file as Python, as documented."""
+import textwrap
+
+import pytest
+import torch
+
+import eqsat
+from eqsat.cli import main
+from eqsat.reader import OutsideLanguage
+
+DEFINITION = textwrap.dedent('''\
+    def nvfuser_fusion(fd : FusionDefinition) -> None :
+        tv0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float, is_cpu=False)
+        tv1 = fd.ops.mul(tv0, 2.00000)
+        fd.add_output(tv1)
+    ''')
+HEADER = "import torch\nfrom nvfuser_direct import FusionDefinition, DataType\n\n"
+INPUTS = "\ninputs = [torch.randn(3)]\n"
+
+
+def _marker_attempts(marker):
+    """Files that would write ``marker`` if run, each with the line that would do it."""
+    touch = f"open({str(marker)!r}, 'w').write('ran')"
+    body = DEFINITION.splitlines()
+    return {
+        "top-level statement": (HEADER + DEFINITION + f"{touch}\n" + INPUTS, 8),
+        "an import": (HEADER + f"import os\nos.system('touch {marker}')\n" + DEFINITION + INPUTS, 4),
+        "in the inputs": (HEADER + DEFINITION + f"\ninputs = [torch.randn(3), {touch}]\n", 9),
+        "in the definition": (HEADER + "\n".join(body[:2] + [f"    {touch}"] + body[2:]) + "\n" + INPUTS, 6),
+        "a default argument": (HEADER + DEFINITION.replace("(fd : FusionDefinition)", f"(fd, x={touch})")
+                               + INPUTS, None),
+        "a decorator": (HEADER + f"def deco(f):\n    {touch}\n    return f\n\n@deco\n" + DEFINITION + INPUTS, 8),
+        "a class body": (HEADER + f"class C:\n    {touch}\n\n" + DEFINITION + INPUTS, 4),
+        "a dunder escape": (HEADER + DEFINITION + "\ninputs = [torch.randn(3).__class__]\n", 9),
+        "torch beyond constructors": (HEADER + DEFINITION + "\ninputs = [torch.load('x')]\n", 9),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_marker_attempts("m")))
+def test_reading_runs_nothing(case, tmp_path):
+    marker = tmp_path / "marker"
+    text, line = _marker_attempts(marker)[case]
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    try:
+        repro = eqsat.from_file(path)
+    except OutsideLanguage as err:
+        assert "trust=True" in str(err)
+        if line is not None:
+            assert err.line == line, str(err)
+    else:          # what is never called (a default argument) is never evaluated either
+        assert case == "a default argument"
+        assert repro.fusion.ops() == ["define_tensor", "mul"]
+    assert not marker.exists()
+    assert main(["show", str(path)]) in (0, 2)
+    assert main(["optimize", str(path)]) in (0, 2)
+    assert not marker.exists()
+
+
+def test_trust_runs_the_file_as_python(tmp_path):
+    marker = tmp_path / "marker"
+    text, _ = _marker_attempts(marker)["top-level statement"]
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    repro = eqsat.from_file(path, trust=True)
+    assert marker.exists() and repro.inputs[0].shape == (3,)
+    marker.unlink()
+    assert main(["optimize", "--trust", str(path)]) == 0 and marker.exists()
+
+
+def test_a_trusted_file_that_exits_is_reported_not_obeyed(tmp_path, capsys):
+    path = tmp_path / "repro.py"
+    path.write_text(HEADER + DEFINITION + "raise SystemExit(0)\n" + INPUTS)
+    with pytest.raises(eqsat.FusionError, match="SystemExit"):
+        eqsat.from_file(path, trust=True)
+    assert main(["check", "--trust", str(path)]) == 2
+
+
+def test_the_language_repros_are_written_in(tmp_path):
+    text = HEADER + textwrap.dedent('''\
+        def nvfuser_fusion(fd : FusionDefinition) -> None :
+            """docstring"""
+            tv0 = fd.define_tensor(shape=[2, -1], contiguity=[True, None], dtype=DataType.BFloat16, is_cpu=False)
+            c1 = fd.define_scalar(None, dtype=DataType.Int)
+            tv2, tv3, tv4 = fd.ops.welford(fd.ops.cast(tv0, dtype=DataType.Float), dims=[1])
+            tv5 = fd.ops.where(fd.ops.gt(tv2, -float("inf")), tv2 * 2 + 1, -0.00000)
+            fd.add_output(tv5)
+
+        with FusionDefinition() as fd:
+            nvfuser_fusion(fd)
+
+        torch.manual_seed(0)
+        base = torch.randn(2, 1).mul(0.5).add(1).clamp(-3, 3).to(torch.bfloat16)
+        inputs = [
+            base.expand(2, 4),
+            (torch.rand(1) < 2).long().sum().item() * 3,
+        ]
+        out = fd.execute(inputs)
+        print(out)
+        ''')
+    repro = eqsat.from_source(text)
+    x, n = repro.inputs
+    assert x.stride() == (1, 0) and n == 3
+    (out,) = eqsat.run_fusion(repro.fusion, repro.inputs)
+    torch.testing.assert_close(out, x.float().mean(1) * 2 + 1)
+
+
+def test_unreadable_text_is_a_clean_error(tmp_path):
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + (HEADER + DEFINITION + INPUTS).encode())
+    assert eqsat.from_file(bom).fusion.ops() == ["define_tensor", "mul"]
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(("# caf\xe9\n" + HEADER + DEFINITION).encode("latin-1"))
+    with pytest.raises(eqsat.FusionError, match="not UTF-8"):
+        eqsat.from_file(latin)
+    with pytest.raises(OutsideLanguage, match="for statement"):
+        eqsat.from_source(HEADER + DEFINITION.replace("    fd.add_output(tv1)",
+                                                      "    for i in range(2):\n        fd.add_output(tv1)"))
+    with pytest.raises(OutsideLanguage, match="exponent"):
+        eqsat.from_source(HEADER + DEFINITION + "\ninputs = [2 ** 10 ** 9]\n")
+    deep = " + ".join(["tv0"] * 20000)
+    with pytest.raises(eqsat.FusionError, match="deep|complex|nested|recursion"):
+        eqsat.from_source(HEADER + DEFINITION.replace("fd.ops.mul(tv0, 2.00000)", deep))
+    deep = "[" * 300 + "0" + "]" * 300                 # too deep for the parser: a clean error
+    with pytest.raises(eqsat.FusionError, match="nested|recursion"):
+        eqsat.from_source(HEADER + DEFINITION + f"\ninputs = [torch.randn(3), {deep}]\n")
