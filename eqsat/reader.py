@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+import types
 from typing import Any, Callable
 
 from .errors import FusionError
@@ -320,9 +321,12 @@ def _is_device(value) -> bool:
 def _is_definition_object(value) -> bool:
     """The fd, its ``ops``, its values (tensors and scalars of a FusionDefinition), and
     DataType: what a definition's calls and attributes are made on."""
-    owner = value if isinstance(value, type) else type(value)      # DataType is a class
-    module = (getattr(owner, "__module__", None) or "").split(".")[0]
-    return module in ("eqsat",) + FRONTENDS
+    if isinstance(value, types.ModuleType):          # nvfuser_direct's fd.ops is a module
+        module = value.__name__
+    else:
+        owner = value if isinstance(value, type) else type(value)      # DataType is a class
+        module = getattr(owner, "__module__", None) or ""
+    return module.split(".")[0] in ("eqsat",) + FRONTENDS
 
 
 def _is_definition_call(fn) -> bool:

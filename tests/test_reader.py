@@ -125,3 +125,45 @@ def test_unreadable_text_is_a_clean_error(tmp_path):
     deep = "[" * 300 + "0" + "]" * 300                 # too deep for the parser: a clean error
     with pytest.raises(eqsat.FusionError, match="nested|recursion"):
         eqsat.from_source(HEADER + DEFINITION + f"\ninputs = [torch.randn(3), {deep}]\n")
+
+
+def test_the_reader_drives_a_frontend_laid_out_as_nvfuser_direct():
+    """nvfuser_direct's fd.ops is a module of functions, its values are extension types: the
+    reader makes the definition's calls on them as on eqsat's recorder (as bench/corpus.py's
+    "as given" does on the GPU)."""
+    import types
+
+    calls = []
+    ops = types.ModuleType("nvfuser_direct._C_DIRECT.ops")
+
+    def mul(a, b):
+        calls.append(("mul", a, b))
+        return Value("tv1")
+    mul.__module__ = ops.__name__
+    ops.mul = mul
+
+    class Value:
+        def __init__(self, name):
+            self.name = name
+
+    class FusionDefinition:
+        def __init__(self):
+            self.ops = ops
+
+        def define_tensor(self, **kwargs):
+            calls.append(("define_tensor", kwargs["dtype"]))
+            return Value("tv0")
+
+        def add_output(self, value):
+            calls.append(("add_output", value.name))
+
+    class DataType:
+        Float = "the frontend's Float"
+
+    for cls in (Value, FusionDefinition, DataType):
+        cls.__module__ = "nvfuser_direct"
+    repro = eqsat.from_source(HEADER + DEFINITION + INPUTS)
+    from eqsat.ingest import define_on
+    define_on(repro, FusionDefinition(), DataType)
+    assert [c[0] for c in calls] == ["define_tensor", "mul", "add_output"]
+    assert calls[0][1] == "the frontend's Float" and calls[1][2] == 2.0
