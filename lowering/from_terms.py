@@ -297,9 +297,12 @@ class TermLowering:
                 if isinstance(t, TensorType) and t.known:
                     self.note(h, [d.label if not d.broadcast or self.types.extents.get(d.label) != 1
                                   else None for d in t.dims])
+        inputs = {id(self.env[v]) for v in self.f.inputs if v in self.env}
         for out in self.f.outputs:
             value = self.value(out.value, f"output %{out.value}")
-            if out.alias_input is not None:
+            if id(value) in inputs and not self.f.producer[out.value].is_input:
+                value = self.fd.ops.set(value)      # a fresh tensor, as the original's was,
+            if out.alias_input is not None:         # not the caller's input itself
                 self.fd.add_output(value, self.env[out.alias_input])
             elif out.stride_order is not None:
                 self.fd.add_output(value, stride_order=list(out.stride_order))

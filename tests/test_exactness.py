@@ -51,3 +51,23 @@ def test_the_same_pattern_in_floats_is_still_rewritten_where_it_pays():
     result = explore(eqsat.from_function(floats), contains=[max_first(DataType.Float)])
     assert result.fired.get("max-of-product-with-nonnegative-constant", 0) > 0
     assert result.contains == [True]
+
+
+def test_an_optimized_output_is_never_the_callers_input():
+    def max_over_a_unit_axis(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.max(fd.ops.broadcast(x, is_broadcast_dim=[False, True]), dims=[1]))
+
+    x = torch.randn(5)
+    opt = eqsat.optimize_fusion(eqsat.from_function(max_over_a_unit_axis), [x])
+    (out,) = eqsat.run_fusion(opt.fusion, [x])
+    assert torch.equal(out, x) and out.data_ptr() != x.data_ptr()
+    out.zero_()
+    assert not torch.equal(out, x)
+
+    def the_input_itself(fd):           # where the original returns its input, so does eqsat
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(x)
+
+    opt = eqsat.optimize_fusion(eqsat.from_function(the_input_itself), [x])
+    assert eqsat.run_fusion(opt.fusion, [x])[0].data_ptr() == x.data_ptr()
