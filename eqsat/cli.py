@@ -141,6 +141,13 @@ def _rules_verify(args) -> int:
     return 1 if failed else 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,7 +187,7 @@ def main(argv=None) -> int:
     ver = rules_sub.add_parser("verify", help="check both sides of each rule agree on random "
                                               "shapes and values (float64, torch executor)")
     ver.add_argument("names", nargs="*", help="rules to verify (default: all)")
-    ver.add_argument("--cases", type=int, default=60, help="cases per rule (default 60)")
+    ver.add_argument("--cases", type=_positive, default=60, help="cases per rule (default 60)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
     for command in (show, opt, chk):

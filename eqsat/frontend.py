@@ -26,6 +26,7 @@ from .errors import FusionError
 from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
 from .opspec import OPERANDS, OPS, OpSpec, bind_call
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -203,6 +204,8 @@ class FusionDefinition:
             return Ref(value.id)
         if isinstance(value, (list, tuple)):
             return tuple(self._arg(v, op, line) for v in value)
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+            self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
         if hasattr(value, "name") and type(value).__name__ == "DataType":
             return dt.coerce(value)
         if type(value).__name__ == "Size" or hasattr(value, "tolist") and not isinstance(value, (int, float)):
@@ -310,6 +313,8 @@ class FusionDefinition:
                 value = value.item()
             else:
                 self._fail(f"value must be a python number or None, got {value!r}", op, line)
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+            self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
         try:
             if dtype is None:
                 if value is None:
@@ -351,6 +356,7 @@ class FusionDefinition:
                 self._fail(f"alias_input must be an input tensor of this definition, got {alias_input!r}",
                            op, line)
             alias = alias_input.id
+            self._check_alias(output, alias_input, op, line)
         if stride_order is not None:
             stride_order = tuple(int(s) for s in stride_order)
             rank = output.ndim
@@ -359,6 +365,20 @@ class FusionDefinition:
                            op, line)
         self._outputs.append(Output(output.id, alias, stride_order))
         self._fusion = None
+
+    def _check_alias(self, output: "Tensor", target: "Tensor", op: str, line) -> None:
+        """An output written into an input has its rank, extents and dtype."""
+        out, into = output._type, target._type
+        if out.dims is None or into.dims is None:
+            return                                      # downstream of an opaque op
+        if out.rank != into.rank or out.dtype is not into.dtype:
+            self._fail(f"the output ({out.dtype.name}, rank {out.rank}) cannot be written into its "
+                       f"alias_input ({into.dtype.name}, rank {into.rank})", op, line)
+        inference = self._inference
+        for i, (a, b) in enumerate(zip(out.dims, into.dims)):
+            ea, eb = inference.extent(a.label), inference.extent(b.label)
+            if ea is not None and eb is not None and ea != eb:
+                self._fail(f"the output's dim {i} has extent {ea}, its alias_input's {eb}", op, line)
 
     def _index_of(self, vid: int) -> int:
         for i, n in enumerate(self._nodes):
@@ -419,7 +439,7 @@ def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> d
         for d in items:
             if not isinstance(d, int) or isinstance(d, bool):
                 raise ValueError(f"{what} must be ints, got {value!r}")
-            if rank is not None and not -rank <= d < max(rank, 1):
+            if rank is not None and not -rank <= d < rank:       # a rank-0 tensor has no dims
                 raise ValueError(f"{what} entry {d} is out of range for a tensor of rank {rank}")
             out.append(d % rank if rank else d)
         if len(set(out)) != len(out):

@@ -37,9 +37,16 @@ class Profile:
             missing = [k for k in KINDS if k not in kinds]
             if missing:
                 raise KeyError(f"kinds.{missing[0]}")
+            for k, c in kinds.items():
+                if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")) \
+                        or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
+                    raise ValueError(f"kinds.{k} needs launch_us >= 0 and finite bandwidth_GBps and "
+                                     f"gflops > 0, got {c}")
+            if not 0 <= float(data["host_us"]) < float("inf"):
+                raise ValueError(f"host_us must be finite and >= 0, got {data['host_us']}")
             return cls(str(data.get("name", where)), float(data["host_us"]), kinds,
                        float(data.get("special_function_weight", 4.0)))
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise FusionError(f"{where}: not a cost-model profile ({err}); expected host_us and "
                               f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops}}") from None
 

@@ -434,6 +434,9 @@ class TorchDefinition:
 
     def add_output(self, value, alias_input=None, stride_order=None):
         if alias_input is not None:
+            if tuple(value.shape) != tuple(alias_input.shape):
+                raise FusionError(f"an output of shape {list(value.shape)} cannot be written into its "
+                                  f"alias_input of shape {list(alias_input.shape)}", op="fd.add_output")
             alias_input.copy_(value)
             return
         if stride_order is not None:
