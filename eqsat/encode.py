@@ -7,6 +7,7 @@ are the fusion's outputs), which lowering rebuilds in their original layout.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .axes import ScalarType, TensorType, Types
@@ -105,8 +106,15 @@ class _Encoder:
         if isinstance(value, int):
             return self.g.add("Int", (value,))
         if isinstance(value, float):
-            return self.g.add("Num", (value,))
+            return self.num(value)
         raise NotEncodable(f"literal {value!r}")
+
+    def num(self, value: float) -> int:
+        """A Double constant. -0.0 is ``Neg(Num(0.0))``: the e-graph (and Python) would take
+        the constants -0.0 and 0.0 for one, and 1/(x*-0.0) is not 1/(x*0.0)."""
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return self.g.add("Neg", (), (self.g.add("Num", (0.0,)),))
+        return self.g.add("Num", (value,))
 
     def reduce_mask(self, t: TensorType, dims) -> int:
         return self.enc.mask(t.dims[i].label for i in dims if not self.unit(t.dims[i]))
@@ -130,7 +138,7 @@ class _Encoder:
         if op == "define_scalar":
             value, dtype = kw["value"], kw["dtype"]
             if dtype is DataType.Double and isinstance(value, float):
-                return [g.add("Num", (value,))]
+                return [self.num(value)]
             if dtype is DataType.Int and isinstance(value, int) and not isinstance(value, bool):
                 return [g.add("Int", (value,))]
             return None

@@ -71,3 +71,25 @@ def test_an_optimized_output_is_never_the_callers_input():
 
     opt = eqsat.optimize_fusion(eqsat.from_function(the_input_itself), [x])
     assert eqsat.run_fusion(opt.fusion, [x])[0].data_ptr() == x.data_ptr()
+
+
+def test_minus_zero_and_zero_stay_two_constants():
+    def define(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        a = fd.ops.reciprocal(fd.ops.mul(x, 0.0))
+        b = fd.ops.reciprocal(fd.ops.mul(x, -0.0))
+        fd.add_output(fd.ops.add(fd.ops.mul(a, 1.0), fd.ops.mul(b, 1.0)))
+        fd.add_output(a)
+        fd.add_output(b)
+
+    x = torch.tensor([1.0, 2.0])
+    want = [1 / (x * 0.0) + 1 / (x * -0.0), 1 / (x * 0.0), 1 / (x * -0.0)]   # nan, +inf, -inf
+    fusion = eqsat.from_function(define)
+    opt = eqsat.optimize_fusion(fusion, [x])
+    for got in (eqsat.run_fusion(fusion, [x]), eqsat.run_fusion(opt.fusion, [x])):
+        for g, w in zip(got, want):
+            assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g[~g.isnan()], w[~w.isnan()])
+    from eqsat.encode import encode
+    from eqsat.lowering.from_terms import lower_encoding
+    lowered = eqsat.run_fusion(lower_encoding(encode(fusion)), [x])
+    assert lowered[1].tolist() == [float("inf")] * 2 and lowered[2].tolist() == [float("-inf")] * 2
