@@ -330,11 +330,11 @@ def _is_definition_object(value) -> bool:
 
 
 def _is_definition_call(fn) -> bool:
+    """A method of the fd, its ops or its values, or a function of eqsat or nvFuser."""
     owner = getattr(fn, "__self__", None)
-    module = (getattr(fn, "__module__", None) or "").split(".")[0]
-    return (owner is not None and _is_definition_object(owner)) or module in ("eqsat",) + FRONTENDS or \
-        (module == "" and type(fn).__name__ in ("builtin_function_or_method", "method") and owner is not None
-         and _is_definition_object(owner))
+    if owner is not None and _is_definition_object(owner):
+        return True
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in ("eqsat",) + FRONTENDS
 
 
 # -- whole files -------------------------------------------------------------------------------
