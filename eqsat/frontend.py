@@ -204,13 +204,16 @@ class FusionDefinition:
             return Ref(value.id)
         if isinstance(value, (list, tuple)):
             return tuple(self._arg(v, op, line) for v in value)
-        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
-            self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
+        self._check_int64(value, op, line)
         if hasattr(value, "name") and type(value).__name__ == "DataType":
             return dt.coerce(value)
         if type(value).__name__ == "Size" or hasattr(value, "tolist") and not isinstance(value, (int, float)):
             return freeze(list(value))
         return value
+
+    def _check_int64(self, value: Any, op: str, line: int | None) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+            self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
 
     def _emit(self, op: str, args: tuple, kinds: tuple[str, ...], line: int | None,
               opaque: bool = False) -> list[Value]:
@@ -313,8 +316,7 @@ class FusionDefinition:
                 value = value.item()
             else:
                 self._fail(f"value must be a python number or None, got {value!r}", op, line)
-        if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
-            self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
+        self._check_int64(value, op, line)
         try:
             if dtype is None:
                 if value is None:

@@ -19,7 +19,7 @@ from .dtypes import DataType
 from .errors import FusionError
 from .frontend import FusionDefinition
 from .ir import FRONTENDS, Fusion
-from .reader import read_inputs, run_definition
+from .reader import about_running, read_inputs, run_definition
 
 
 class _DataTypeNames:
@@ -90,15 +90,6 @@ def detect_frontend(tree: ast.Module, definition: ast.FunctionDef) -> str | None
             annotation.id == "FusionDefinition":
         return "nvfuser_direct"
     return None
-
-
-def _mentions(stmt: ast.stmt, names: set[str]) -> bool:
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and node.id in names:
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
-            return True
-    return False
 
 
 def _find_definition(tree: ast.Module, filename: str) -> ast.FunctionDef:
@@ -193,7 +184,7 @@ def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, i
             continue
         elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
             kept.append(stmt)
-        elif inputs and not _mentions(stmt, {"FusionDefinition", "fd"}):
+        elif inputs and not about_running(stmt, {"fd"}):
             kept.append(stmt)
     namespace: dict[str, Any] = {"FusionDefinition": FusionDefinition, "DataType": _DataTypeNames(),
                                  "__name__": "__eqsat_repro__", "__file__": filename}

@@ -3,7 +3,8 @@ Thunder's printed repros are written in.
 
 A repro is Python, but only a small part of Python: imports of torch and nvFuser, one
 definition function of straight-line ``fd.*`` calls, and an ``inputs`` list built from torch's
-tensor constructors. :func:`read_repro` walks the file's syntax tree and evaluates just that:
+tensor constructors. :func:`read_inputs` and :func:`run_definition` walk the file's syntax
+tree and evaluate just that:
 
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
   and on values it returned, ``fd.add_output(...)``; expressions of literals, names bound
@@ -349,11 +350,11 @@ def _is_frontend_import(stmt: ast.stmt) -> bool:
     return False
 
 
-def _mentions_fd(stmt: ast.stmt, skipped: set[str]) -> bool:
-    """A statement about running the definition (``with FusionDefinition() as fd``,
-    ``fd.execute(inputs)``), which reading skips."""
+def about_running(stmt: ast.stmt, names: set[str]) -> bool:
+    """A statement about running the definition (it names ``FusionDefinition``, one of
+    ``names``, or calls ``.execute``/``.validate``), which reading skips."""
     for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and (node.id in skipped or node.id == "FusionDefinition"):
+        if isinstance(node, ast.Name) and (node.id in names or node.id == "FusionDefinition"):
             return True
         if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
             return True
@@ -374,12 +375,12 @@ def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue                        # a docstring
-        if isinstance(stmt, ast.With) and _mentions_fd(stmt, skipped):
+        if isinstance(stmt, ast.With) and about_running(stmt, skipped):
             for item in stmt.items:
                 if isinstance(item.optional_vars, ast.Name):
                     skipped.add(item.optional_vars.id)
             continue
-        if _mentions_fd(stmt, skipped):
+        if about_running(stmt, skipped):
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     for n in ast.walk(t):
