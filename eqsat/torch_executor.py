@@ -70,9 +70,10 @@ def _is_int(x) -> bool:
 
 
 _FLOAT_MATH = frozenset(UNARY_FLOAT.split())
-_NOT_ARITHMETIC = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-                             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
-                             "bitwise_right_shift"})
+# comparisons promote as arithmetic does (a half operand and a float scalar meet in fp32);
+# these take integer or bool operands as they are
+_NOT_ARITHMETIC = frozenset({"logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor",
+                             "bitwise_left_shift", "bitwise_right_shift"})
 
 
 def _upcast_half(t: torch.Tensor) -> torch.Tensor:

@@ -144,3 +144,23 @@ def test_reduced_precision_arithmetic_comes_out_in_fp32():
     outs = run(f, x)
     assert [o.dtype for o in outs] == [torch.float32] * 3 + [torch.bfloat16] * 3
     torch.testing.assert_close(outs[0], x.float() * 2)
+
+
+@pytest.mark.parametrize("half", [DataType.BFloat16, DataType.Half])
+def test_a_half_tensor_is_compared_with_a_float_scalar_in_fp32(half):
+    # nvFuser casts both operands of a comparison to Float (the scalar is not rounded to the
+    # tensor's dtype, as torch rounds it): bf16 0.8984375 < 0.9 holds there (seen on the H200,
+    # a dropout mask `lt(uniform_bf16, 0.9)`), where torch's `t < 0.9` rounds 0.9 to bf16 first
+    def f(fd):
+        u = fd.define_tensor(shape=[-1], dtype=half)
+        fd.add_output(fd.ops.lt(u, 0.9))
+        fd.add_output(fd.ops.ge(u, 0.9))
+        fd.add_output(fd.ops.eq(u, 0.9))
+
+    torch_half = {DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[half]
+    below = torch.tensor(0.9).to(torch_half)                # the half value nearest 0.9
+    x = torch.stack([below, torch.tensor(0.5, dtype=torch_half)])
+    lt, ge, eq = run(f, x)
+    want = x.float() < 0.9                                   # fp32 compare, by hand
+    assert lt.tolist() == want.tolist() and ge.tolist() == (~want).tolist()
+    assert eq.tolist() == [False, False]
