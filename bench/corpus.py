@@ -65,6 +65,7 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     import torch
     from eqsat.compare import mismatch, output_rtols
     from eqsat.devices import to_device
+    from eqsat.index_inputs import in_range_inputs
     from eqsat.lowering.nvfuser import as_given
 
     repro = eqsat.from_file(path)
@@ -73,7 +74,7 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     row = {"name": path.stem, "frontend": repro.frontend, "changed": rep.changed,
            "optimizer_ms": round(rep.seconds * 1e3, 1), "predicted_before": rep.before.summary(),
            "predicted_after": rep.after.summary(), "rules": rep.rules}
-    cuda = to_device(repro.inputs, "cuda", repro.fusion)
+    cuda = to_device(in_range_inputs(repro.fusion, repro.inputs), "cuda", repro.fusion)
     given = as_given(repro)
     row["given"] = _measure(given, cuda, runs)
     ours = opt.to_nvfuser(frontend)

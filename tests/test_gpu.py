@@ -24,7 +24,9 @@ from eqsat.ir import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
 from eqsat.seeds import SEEDS
 
-from conftest import INDEX_OPS, corpus_files, indexable_inputs, thunder_files
+from eqsat.index_inputs import has_index_ops
+
+from conftest import corpus_files, indexable_inputs, thunder_files
 
 pytestmark = pytest.mark.gpu
 
@@ -85,7 +87,7 @@ def _case(path):
     """(repro, CUDA inputs, as-given results or the reason they are missing)."""
     # inputs drawn on the GPU (fast), except where an index op may need them checked on the
     # CPU first (an index out of range on the GPU is a device-side assert that ends the process)
-    indexing = any(op in INDEX_OPS for op in eqsat.from_file(path, inputs=False).fusion.ops())
+    indexing = has_index_ops(eqsat.from_file(path, inputs=False).fusion)
     repro = eqsat.from_file(path, device=None if indexing else "cuda")
     cuda = to_device(indexable_inputs(repro), "cuda", repro.fusion)
     try:
