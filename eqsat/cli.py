@@ -16,25 +16,23 @@ def _demo(args) -> int:
     from .torch_executor import run_fusion
     from .compare import mismatch
 
-    shapes = {"reduction_broadcast": (4096, 2048, 1024), "layernorm_amax": (16384, 4096)}
-    small = {"reduction_broadcast": (32, 24, 16), "layernorm_amax": (64, 96)}
     status = 0
     for seed in SEEDS.values():
         fusion = from_function(seed.model_ref)
-        shape = shapes[seed.name]
+        shape = seed.demo_shape
         print(f"== {seed.name}: {seed.summary}, at {'x'.join(map(str, shape))}")
         opt = optimize_fusion(fusion, seed.make_inputs(*shape, device="meta"))
         print(opt.explain())
         print("\noptimized definition:")
         print(opt.source)
-        inputs = seed.make_inputs(*small[seed.name])
+        inputs = seed.make_inputs(*seed.check_shape)
         want = seed.torch_reference(*inputs)
         want = want if isinstance(want, list) else [want]
         got = run_fusion(optimize_fusion(fusion, seed.make_inputs(*shape, device="meta")).fusion, inputs)
         problems = [mismatch(g, w) for g, w in zip(got, want)]
         ok = all(p is None for p in problems)
         status |= not ok
-        print(f"check at {'x'.join(map(str, small[seed.name]))} against plain torch: "
+        print(f"check at {'x'.join(map(str, seed.check_shape))} against plain torch: "
               f"{'agrees' if ok else problems}\n")
     return status
 
@@ -151,7 +149,7 @@ def _positive(text: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="optimize the two seed fusions and show what changed")
+    demo = sub.add_parser("demo", help="optimize the seed fusions and show what changed")
     demo.set_defaults(handler=_demo)
     show = sub.add_parser("show", help="ingest a repro file and print its Fusion IR")
     show.add_argument("file")

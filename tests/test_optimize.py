@@ -1,4 +1,4 @@
-"""optimize_fusion end to end: the two seeds, the API, the CLI."""
+"""optimize_fusion end to end: the seeds, the API, the CLI."""
 import json
 
 import pytest
@@ -38,6 +38,20 @@ def test_seed_two_reduces_the_hidden_axis_first_inside_the_normalization_kernel(
     assert after.bytes < before.bytes
     norm = [k for k in after.kernels if k.kind == "normalization"]
     assert len(norm) == 1 and "Max" in norm[0].ops and "Var" in norm[0].ops
+
+
+def test_fp8_current_scaling_takes_its_amax_inside_the_norm_kernel_and_casts_to_e4m3():
+    seed = SEEDS["rmsnorm_fp8"]
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(16384, 4096, device="meta"))
+    assert [m.arg("dims") for m in opt.fusion.nodes if m.op == "max"] == [(1,), (0,)]
+    assert opt.report.after.time_us < opt.report.before.time_us
+    norm = [k for k in opt.report.after.kernels if k.kind == "normalization"]
+    assert len(norm) == 1 and {"Rsqrt", "Max"} <= set(norm[0].ops)
+    inputs = seed.make_inputs()
+    got, want = eqsat.run_fusion(opt.fusion, inputs), seed.torch_reference(*inputs)
+    assert got[0].dtype == torch.float8_e4m3fn
+    assert torch.equal(got[0].float(), want[0].float())      # the same e4m3 values, bit for bit
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=0)
 
 
 @pytest.mark.parametrize("name", sorted(SEEDS))
