@@ -372,6 +372,8 @@ class AxisInference:
         t = self.t(arg)
         if node.op in UNARY_BOOL_SET:
             dtype = DataType.Bool
+        elif node.op in ("real", "imag"):
+            dtype = self.complex_part(node, t.dtype)
         elif node.op in UNARY_FLOAT_SET and not dt.is_float(t.dtype) and t.dtype not in dt.COMPLEX_TYPES:
             dtype = DataType.Float if isinstance(t, TensorType) else DataType.Double
         elif node.op in UNARY_FLOAT_SET or node.op == "neg":
@@ -380,10 +382,27 @@ class AxisInference:
             dtype = t.dtype
         return self.elementwise([t], dtype)
 
+    def complex_part(self, node, dtype: DataType) -> DataType:
+        """The dtype of ``real``/``imag``: a complex dtype's real counterpart; ``real`` of a real
+        value is the value (nvFuser: ``set``), ``imag`` of one is an error there."""
+        if dtype in dt.COMPLEX_TYPES:
+            return DataType.Float if dtype is DataType.ComplexFloat else DataType.Double
+        if node.op == "imag":
+            self.fail(f"imag takes a complex value, not {dtype.name}")
+        return dtype
+
+    def complex_of(self, real: DataType, imag: DataType) -> DataType:
+        """``complex(real, imag)``: both Float (ComplexFloat) or both Double (ComplexDouble)."""
+        if real is not imag or real not in (DataType.Float, DataType.Double):
+            self.fail(f"complex takes two Float or two Double values, not {real.name} and {imag.name}")
+        return DataType.ComplexFloat if real is DataType.Float else DataType.ComplexDouble
+
     def _cat_binary(self, node, arg1, arg2):
         a, b = self.t(arg1), self.t(arg2)
         if node.op in BINARY_BOOL_SET:
             dtype = DataType.Bool
+        elif node.op == "complex":
+            dtype = self.complex_of(a.dtype, b.dtype)
         else:
             dtype = result_dtype(a, b, arithmetic=node.op not in BITWISE_SET)
             if node.op == "truediv" and not dt.is_float(dtype) and dtype not in dt.COMPLEX_TYPES:

@@ -44,12 +44,13 @@ UNARY_FLOAT = ("exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal tanh s
                "silu")
 UNARY_SAME = "abs neg relu floor ceil round trunc frac sign bitwise_not set segment_set"
 UNARY_BOOL = "signbit isnan isinf isfinite isneginf isposinf logical_not isreal"
+UNARY_COMPLEX_PART = "real imag"      # ComplexFloat -> Float, ComplexDouble -> Double
 BINARY_ARITH = ("add sub mul div truediv pow maximum minimum fmod remainder atan2 "
                 "bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift "
-                "nextafter")
+                "nextafter complex")
 BINARY_BOOL = "eq ne lt le gt ge logical_and logical_or"
 
-_add("unary", UNARY_FLOAT + " " + UNARY_SAME + " " + UNARY_BOOL, "arg")
+_add("unary", " ".join((UNARY_FLOAT, UNARY_SAME, UNARY_BOOL, UNARY_COMPLEX_PART)), "arg")
 _add("binary", BINARY_ARITH + " " + BINARY_BOOL, "arg1 arg2", positional=2)
 _add("where", "where", "pred arg1 arg2", positional=3)
 _add("clamp", "clamp", "arg min max", positional=3)

@@ -48,6 +48,7 @@ _UNARY = {
     "signbit": torch.signbit, "isnan": torch.isnan,
     "isinf": torch.isinf, "isfinite": torch.isfinite, "isneginf": torch.isneginf,
     "isposinf": torch.isposinf, "logical_not": torch.logical_not, "isreal": torch.isreal,
+    "real": lambda x: torch.real(x) if x.is_complex() else _row_major_copy(x), "imag": torch.imag,
 }
 _BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,
@@ -55,7 +56,8 @@ _BINARY = {
     "remainder": torch.remainder, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": torch.bitwise_left_shift, "bitwise_right_shift": torch.bitwise_right_shift,
-    "nextafter": torch.nextafter, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
+    "nextafter": torch.nextafter, "complex": torch.complex, "eq": torch.eq, "ne": torch.ne,
+    "lt": torch.lt, "le": torch.le,
     "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
 }
 _PY_TYPE = {DataType.Double: float, DataType.Float: float, DataType.Half: float,
