@@ -1,14 +1,19 @@
-"""Optimizer time against fusion size: generated fusions of a few dozen to a few thousand ops,
-optimized under the default limits; each result is checked against the input through the
-torch executor on small tensors. Prints ops, e-nodes, why saturation stopped, the
-saturation and total optimizer time, and predicted kernels before and after.
+"""Optimizer time against fusion size: generated fusions of a few dozen to tens of thousands of
+ops, optimized under the default limits and deadline (or ``--deadline``); each result is checked
+against the input through the torch executor on small tensors. Prints ops, e-nodes, why
+saturation stopped, the seconds spent reading (ingestion and type inference: outside the
+deadline) and optimizing (what the deadline bounds), the latter by phase, predicted kernels
+before and after, and which stage the deadline cut, if any.
 
-    python bench/large.py [--sizes 100,300,1000,3000] [--json out.json]
+    python bench/large.py [--sizes 100,300,1000,3000] [--kinds chain,wide] [--deadline S|none]
+                          [--json out.json]
 
 The fusions (written here, not taken from anywhere): ``chain``, a pointwise chain over an
-[M, N] input with a row sum broadcast back every 50 ops (a normalization-like block); and
-``distributed``, a sum over the inner axis of products of the input with row-broadcast
-weights, each block a place for the distribution rewrite.
+[M, N] input with a row sum broadcast back every 50 ops (a normalization-like block);
+``elementwise``, a chain of adds and tanhs only; ``wide``, independent row sums of the input
+times a constant, each its own output; and ``distributed``, a sum over the inner axis of
+products of the input with row-broadcast weights, each block a place for the distribution
+rewrite.
 """
 from __future__ import annotations
 
@@ -56,41 +61,90 @@ def distributed(ops: int):
     return definition, lambda m, k: [torch.randn(m, k), torch.randn(m)]
 
 
-KINDS = {"chain": chain, "distributed": distributed}
+def elementwise(ops: int):
+    def definition(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        y = x
+        for i in range(ops):
+            y = fd.ops.tanh(y) if i % 2 else fd.ops.add(y, x)
+        fd.add_output(y)
+    return definition, lambda m, k: [torch.randn(m, k)]
+
+
+def wide(ops: int):
+    blocks = max(1, ops // 3)
+
+    def definition(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        for i in range(blocks):
+            c = fd.define_scalar(1.0 + i / blocks, dtype=DataType.Double)
+            fd.add_output(fd.ops.exp(fd.ops.sum(fd.ops.mul(x, c), dims=[1])))
+    return definition, lambda m, k: [torch.randn(m, k)]
+
+
+KINDS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}
+
+
+def _deadline(text: str) -> dict:
+    """optimize_fusion's options for ``--deadline``."""
+    return {"deadline_s": None if text == "none" else float(text)}
+
+
+def measure(kind: str, size: int, options: dict) -> dict:
+    """Optimize one generated fusion and check the result against it on small inputs."""
+    definition, make_inputs = KINDS[kind](size)
+    start = time.perf_counter()
+    fusion = eqsat.ingest(definition)
+    fusion.types                    # reading: ingestion and type inference
+    read = time.perf_counter() - start
+    inputs = make_inputs(4096, 4096)
+    start = time.perf_counter()
+    opt = eqsat.optimize_fusion(fusion, inputs, **options)
+    total = time.perf_counter() - start
+    r = opt.report
+    small = make_inputs(8, 16)
+    want = eqsat.run_fusion(fusion, small)
+    got = eqsat.run_fusion(opt.fusion, small)
+    problems = [p for p in (mismatch(g, w) for g, w in zip(got, want)) if p]
+    return dict(kind=kind, ops=size, ir_nodes=len(fusion.nodes),
+                e_nodes=r.saturation.rsplit(", ", 1)[-1].split()[0] if "e-nodes" in r.saturation else "-",
+                stop=r.saturation.split(" after ")[0], read_s=round(read, 3), optimize_s=round(total, 3),
+                phases=r.phases,
+                kernels_before=len(r.before.kernels), kernels_after=len(r.after.kernels),
+                changed=r.changed, ok=not problems, problems=problems, notes=r.notes,
+                cut=_cut_stage(r.notes))
+
+
+def _cut_stage(notes: list[str]) -> str:
+    """The stage a "the deadline (...) cut STAGE: ..." note names, or ""."""
+    return next((n.split(" cut ", 1)[1].split(":")[0] for n in notes if n.startswith("the deadline")), "")
+
+
+PHASES = ("encode", "saturate", "extract", "lower")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,300,1000,3000")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="which fusions (default: all)")
+    parser.add_argument("--deadline", type=_deadline, default={},
+                        help="optimize_fusion's deadline_s (default: its default; none: no deadline)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    options = args.deadline
     eqsat.optimize_fusion(chain(10)[0])             # compiles the rules: not timed
     rows = []
-    print(f"{'fusion':>12s} {'ops':>5s} {'IR':>5s} {'e-nodes':>8s} {'stop':>16s} {'sat s':>6s} "
-          f"{'total s':>7s} {'kernels':>9s}  ok")
-    for kind, make in KINDS.items():
+    print(f"{'fusion':>12s} {'ops':>6s} {'e-nodes':>8s} {'stop':>16s} {'read s':>6s} {'opt s':>7s} "
+          + " ".join(f"{p[:7]:>7s}" for p in PHASES) + f" {'kernels':>9s}  ok  deadline cut")
+    for kind in args.kinds.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
-            definition, make_inputs = make(size)
-            fusion = eqsat.ingest(definition)
-            start = time.perf_counter()
-            opt = eqsat.optimize_fusion(fusion, make_inputs(4096, 4096))
-            total = time.perf_counter() - start
-            r = opt.report
-            small = make_inputs(8, 16)
-            want = eqsat.run_fusion(fusion, small)
-            got = opt.run_reference(small)
-            problems = [p for p in (mismatch(g, w) for g, w in zip(got, want)) if p]
-            stop = r.saturation.split(" after ")[0]
-            nodes = r.saturation.rsplit(", ", 1)[-1].split()[0] if "e-nodes" in r.saturation else "-"
-            sat_s = r.phases.get("saturate", float("nan"))
-            row = dict(kind=kind, ops=size, ir_nodes=len(fusion.nodes), e_nodes=nodes, stop=stop,
-                       saturation_s=sat_s, total_s=round(total, 3),
-                       phases=r.phases, kernels_before=len(r.before.kernels),
-                       kernels_after=len(r.after.kernels),
-                       changed=r.changed, ok=not problems, notes=r.notes)
+            row = measure(kind, size, options)
             rows.append(row)
-            print(f"{kind:>12s} {size:5d} {len(fusion.nodes):5d} {nodes:>8s} {stop:>16s} {sat_s:6.2f} "
-                  f"{total:7.2f} {len(r.before.kernels):4d}->{len(r.after.kernels):<4d} {'yes' if not problems else problems}")
+            print(f"{kind:>12s} {size:6d} {row['e_nodes']:>8s} {row['stop']:>16s} {row['read_s']:6.2f} "
+                  f"{row['optimize_s']:7.2f} "
+                  + " ".join(f"{row['phases'].get(p, 0.0):7.2f}" for p in PHASES)
+                  + f" {row['kernels_before']:4d}->{row['kernels_after']:<4d} "
+                  f"{'yes' if row['ok'] else row['problems']}  {row['cut']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

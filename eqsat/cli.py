@@ -6,7 +6,7 @@ import sys
 
 from .errors import FusionError
 from .ir import FRONTENDS
-from .optimize import MIN_GAIN
+from .optimize import DEADLINE_S, MIN_GAIN
 
 
 def _demo(args) -> int:
@@ -54,7 +54,8 @@ def _optimize_cmd(args) -> int:
     repro = _load_with_inputs(args.file, "meta", args.trust)   # shapes are all the optimizer needs
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
     opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
-                          reassociate=not args.no_reassociate, min_gain=args.min_gain)
+                          reassociate=not args.no_reassociate, min_gain=args.min_gain,
+                          deadline_s=args.deadline)
     if args.json:
         summary = opt.report.summary()
         keep = ("kernels", "bytes", "time_us")
@@ -76,7 +77,8 @@ def _check_cmd(args) -> int:
     from .torch_executor import run_fusion
 
     repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu", args.trust)   # torch runs on CPU
-    opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate)
+    opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate,
+                          deadline_s=args.deadline)
 
     want = run_fusion(repro.fusion, fresh_copies(repro.inputs), seed=0)   # strides kept: an
     got = run_fusion(opt.fusion, fresh_copies(repro.inputs), seed=0)      # expanded input stays one
@@ -89,8 +91,12 @@ def _check_cmd(args) -> int:
         for i, p in problems:
             print(f"{args.file}: output {i}: {p}")
         return 1
-    print(f"{args.file}: {changed}, {len(want)} outputs agree "
-          f"({opt.report.before.time_us:.1f} -> {opt.report.after.time_us:.1f} us estimated)")
+    estimate = (f"{opt.report.before.time_us:.1f} -> {opt.report.after.time_us:.1f} us estimated"
+                if opt.report.estimated else "not estimated")
+    print(f"{args.file}: {changed}, {len(want)} outputs agree ({estimate})")
+    for note in opt.report.notes:
+        if note.startswith("the deadline"):
+            print(f"{args.file}: {note}")
     return 0
 
 
@@ -115,10 +121,12 @@ def _rules_list(args) -> int:
     from .rules import RULES
 
     for rule in RULES.values():
-        flag = " [reassociates]" if rule.reassociates else ""
-        print(f"{rule.name} ({rule.family}){flag}")
+        flags = "".join(f" [{f}]" for f in rule.flags)
+        print(f"{rule.name} ({rule.family}){flags}")
         if args.verbose:
             print("    " + rule.doc.replace("\n", "\n    "))
+            if rule.special_values:
+                print(f"    Not exact on special values: {rule.special_values}.")
     return 0
 
 
@@ -133,10 +141,29 @@ def _rules_verify(args) -> int:
     width = max(len(v.rule) for v in verdicts)
     for v in verdicts:
         status = "pass" if v.passed else f"FAIL: {v.problem}"
-        print(f"{v.rule:<{width}}  cases {v.cases:4d}  worst error {v.worst_error:9.2e}  {status}")
+        print(f"{v.rule:<{width}}  cases {v.cases:4d}  worst error {v.worst_error:9.2e}  "
+              f"{v.values:<13}  {status}")
     failed = [v for v in verdicts if not v.passed]
     print(f"{len(verdicts) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
+
+
+_NO_REASSOCIATE = ("leave out rules that reorder floating-point sums and products, and rules "
+                   "whose result may differ on NaN, +-inf or overflow ([reassociates] and "
+                   "[special values] in `eqsat rules list`)")
+
+
+def _seconds(text: str) -> float | None:
+    """A deadline: seconds (0 or more), or "none"."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, or none; got {text}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -166,8 +193,7 @@ def main(argv=None) -> int:
                      help="the nvFuser frontend to write the optimized definition for (default: "
                           "the one the file imports, classic where it imports both or neither)")
     opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
-    opt.add_argument("--no-reassociate", action="store_true",
-                     help="leave out rules that reorder floating-point sums and products")
+    opt.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
     opt.add_argument("--min-gain", type=float, default=MIN_GAIN,
                      help=f"least predicted time saving (fraction) worth a change (default {MIN_GAIN})")
     opt.set_defaults(handler=_optimize_cmd)
@@ -175,19 +201,30 @@ def main(argv=None) -> int:
                                        "executor; exit 1 if they differ beyond dtype tolerance")
     chk.add_argument("file")
     chk.add_argument("--meta", action="store_true", help="build the inputs on meta tensors (shapes only)")
-    chk.add_argument("--no-reassociate", action="store_true")
+    chk.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
     chk.set_defaults(handler=_check_cmd)
     rules = sub.add_parser("rules", help="list or verify the rewrite rules")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
-    listing = rules_sub.add_parser("list", help="the rules, by family")
+    listing = rules_sub.add_parser("list", help="the rules, by family: [reassociates] reorders "
+                                                "floating-point sums or products, [special values] "
+                                                "may change NaN, +-inf or overflow, [signed zeros] "
+                                                "keeps the sign of zeros")
     listing.add_argument("-v", "--verbose", action="store_true", help="with their docstrings")
     listing.set_defaults(handler=_rules_list)
     ver = rules_sub.add_parser("verify", help="check both sides of each rule agree on random "
-                                              "shapes and values (float64, torch executor)")
+                                              "shapes and values, NaN, +-inf, +-0.0, huge and tiny "
+                                              "floats and integers near their limits among them "
+                                              "(torch executor)")
     ver.add_argument("names", nargs="*", help="rules to verify (default: all)")
     ver.add_argument("--cases", type=_positive, default=60, help="cases per rule (default 60)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
+    for command in (opt, chk):
+        command.add_argument("--deadline", type=_seconds, default=DEADLINE_S, metavar="SECONDS",
+                             help="seconds for encoding, saturation, extraction and lowering "
+                                  "together, counted once the file is read; where it cuts a stage "
+                                  f"the result is the best found by then, or the input (default "
+                                  f"{DEADLINE_S:g}; none: no deadline)")
     for command in (show, opt, chk):
         command.add_argument("--trust", action="store_true",
                              help="run the file as Python (by default it is read, and nothing in it runs)")

@@ -42,9 +42,11 @@ def reduction_rtol(dtype: torch.dtype, reduction_size: int = 1) -> float:
     return RTOL.get(dtype, 1e-4) * max(1.0, (max(reduction_size, 1) / 16) ** 0.5)
 
 
-def mismatch(got, want, rtol: float | None = None, atol: float = 0.0) -> str | None:
-    """None if ``got`` matches ``want`` (shape, dtype, values within ``rtol`` of the largest
-    magnitude, by default the dtype's tolerance, plus ``atol``), else why not."""
+def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 0.0) -> str | None:
+    """None if ``got`` matches ``want`` (shape, dtype, NaNs in the same places, the same
+    infinities, finite values within ``rtol`` of the largest magnitude, by default the dtype's
+    tolerance, plus ``atol``: a number, or a tensor of ``want``'s shape giving each element's
+    own absolute floor), else why not."""
     if not isinstance(want, torch.Tensor):
         return None if got == want else f"{got!r} != {want!r}"
     if not isinstance(got, torch.Tensor):
@@ -56,9 +58,12 @@ def mismatch(got, want, rtol: float | None = None, atol: float = 0.0) -> str | N
     if got.device.type == "meta" or want.numel() == 0:
         return None
     got, want = got.cpu(), want.cpu()
+    if isinstance(atol, torch.Tensor):
+        atol = atol.cpu().to(torch.float64).expand(want.shape)
     if got.stride() == want.stride():      # walk both in memory order (a transposed output)
         order = sorted(range(want.dim()), key=lambda d: -want.stride(d))
         got, want = got.permute(order), want.permute(order)
+        atol = atol.permute(order) if isinstance(atol, torch.Tensor) else atol
     if not (want.dtype.is_floating_point or want.dtype.is_complex):
         return None if torch.equal(got, want) else "integer values differ"
     # in a type that holds every value exactly (fp32 for 16 bits or less), without boolean
@@ -68,20 +73,48 @@ def mismatch(got, want, rtol: float | None = None, atol: float = 0.0) -> str | N
     if want.dtype.is_complex:
         g, w = torch.view_as_real(got.to(torch.complex128)), torch.view_as_real(want.to(torch.complex128))
     rtol = RTOL.get(want.dtype, 1e-4) if rtol is None else rtol
+    if isinstance(atol, torch.Tensor) and atol.shape != g.shape:     # complex: real and imaginary
+        atol = float(atol.nan_to_num(0.0).max())
+    if isinstance(atol, torch.Tensor):
+        return _special_mismatch(g, w) or _beyond_floors(g, w, rtol, atol)
     largest = (g - w).abs().max()
     if bool(largest.isfinite()):            # no NaN or infinity on either side: the fast path
         return _beyond(float(largest), float(w.abs().max()), rtol, atol)
-    g_nan, w_nan = g.isnan(), w.isnan()
-    if not torch.equal(g_nan, w_nan):
-        return "NaNs in different places"
+    problem = _special_mismatch(g, w)
+    if problem:
+        return problem
     finite = torch.isfinite(w) & torch.isfinite(g)
-    if bool(((~finite & ~w_nan) & (g != w)).any()):
-        return "infinities differ"
     if not bool(finite.any()):
         return None
     zero = torch.zeros((), dtype=w.dtype)
     return _beyond(float(torch.where(finite, (g - w).abs(), zero).max()),
                    float(torch.where(finite, w.abs(), zero).max()), rtol, atol)
+
+
+def _special_mismatch(g: torch.Tensor, w: torch.Tensor) -> str | None:
+    """Where ``g`` and ``w`` differ in NaN places or infinities, why."""
+    g_nan, w_nan = g.isnan(), w.isnan()
+    if not torch.equal(g_nan, w_nan):
+        return "NaNs in different places"
+    if bool(((g.isinf() | w.isinf()) & (g != w)).any()):
+        return "infinities differ"
+    return None
+
+
+def _beyond_floors(g: torch.Tensor, w: torch.Tensor, rtol: float, floors: torch.Tensor) -> str | None:
+    """Finite values differing by more than ``rtol`` times the largest finite ``w`` plus each
+    element's own floor: the worst one, or None."""
+    finite = torch.isfinite(w) & torch.isfinite(g)
+    zero = torch.zeros((), dtype=torch.float64)
+    diff = torch.where(finite, (g - w).abs().to(torch.float64), zero)
+    scale = float(torch.where(finite, w.abs().to(torch.float64), zero).max())
+    floors = torch.where(floors.isnan(), zero, floors)
+    excess = diff - floors - rtol * max(scale, 1e-30) - 1e-30
+    if not bool((excess > 0).any()):
+        return None
+    i = int(excess.flatten().argmax())
+    return (f"max |difference| {float(diff.flatten()[i]):.3g} exceeds {rtol:g} x max |value| {scale:.3g} "
+            f"plus its floor {float(floors.flatten()[i]):.3g}")
 
 
 def _beyond(err: float, scale: float, rtol: float, atol: float) -> str | None:

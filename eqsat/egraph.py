@@ -86,6 +86,13 @@ def labels(a: Term) -> i64: ...
 def dtype(a: Term) -> i64: ...
 
 
+@function(egg_fn="nonempty_labels", merge=lambda old, new: old & new)
+def nonempty_labels() -> i64:
+    """The labels whose extent the definition fixes at 1 or more (a static extent): a rule
+    that holds only on non-empty axes may assume it for these alone, since the definition it
+    emits keeps the other extents symbolic, so they may be 0 at run time."""
+
+
 floating = relation("floating", Term, egg_fn="floating")     # the class's dtype is a floating-point one
 nonneg = relation("nonneg", Term, egg_fn="nonneg")         # every element of the class is >= 0
 

@@ -41,6 +41,12 @@ class Encoding:
     skipped: str | None = None                                 # why nothing was encoded
 
     @property
+    def nonempty(self) -> int:
+        """The mask of the labels whose static extent is 1 or more (``nonempty_labels``)."""
+        extents = self.fusion.types.extents
+        return self.mask(l for l in self.bit_of if (extents.get(l) or 0) >= 1)
+
+    @property
     def label_of(self) -> dict[int, int]:
         return {b: l for l, b in self.bit_of.items()}
 

@@ -8,11 +8,11 @@ from typing import Any, Iterable, Sequence
 from egglog import EggSmolError
 
 from .axes import TensorType
-from .egglog_text import program, run_text
+from .egglog_text import run_text
 from .encode import Encoding, encode
 from .ingest import ingest
 from .ir import Fusion
-from .saturate import Limits, Saturation, select_rules, session
+from .saturate import Limits, Saturation, select_rules, session, term_ref
 from .terms import REDUCTIONS, TermGraph, bits
 
 
@@ -86,16 +86,16 @@ def explore(definition: Any, *, contains: Sequence[Any] = (), rules: Iterable[st
     names = tuple(select_rules(rules, reassociate=reassociate))
     s.eg.push()
     try:
-        prefix = s.fresh_prefix()
-        s.insert(enc, prefix)
+        scope = s.fresh_scope()
+        s.insert(enc, scope)
         sat = s.saturate(names, limits or Limits())
-        found = [_contains(s, enc, prefix, ingest(t)) for t in contains]
+        found = [_contains(s, enc, scope, ingest(t)) for t in contains]
     finally:
         s.eg.pop()
     return Exploration(sat, enc, found)
 
 
-def _contains(s, source: Encoding, prefix: str, target_fusion: Fusion) -> bool:
+def _contains(s, source: Encoding, scope: int, target_fusion: Fusion) -> bool:
     target = encode(target_fusion)
     if len(target_fusion.outputs) != len(source.fusion.outputs) or target.skipped or source.skipped:
         return False
@@ -103,15 +103,15 @@ def _contains(s, source: Encoding, prefix: str, target_fusion: Fusion) -> bool:
     if translated is None:
         return False
     graph, new_id = translated
-    tprefix = s.fresh_prefix()
-    run_text(s.eg, program(graph, tprefix, {}, {}))
+    target_scope = s.fresh_scope()
+    s.insert_terms(graph, target_scope)
     for so, to in zip(source.fusion.outputs, target_fusion.outputs):
         a = source.roots.get(so.value)
         b = target.roots.get(to.value)
         if a is None or b is None:
             return False
         try:
-            run_text(s.eg, f"(check (= ${prefix}{a} ${tprefix}{new_id[b]}))")
+            run_text(s.eg, f"(check (= {term_ref(scope, a)} {term_ref(target_scope, new_id[b])}))")
         except EggSmolError:
             return False
     return True

@@ -2,11 +2,12 @@
 candidate is lowest; never worse than the input.
 
 The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
-``freeze()``; :mod:`eqsat.egglog_text` and this are the two places that touch egglog's
-internals). A fast additive estimate picks a first candidate; a local search then switches one
-class's choice at a time, scoring each whole candidate with :class:`~eqsat.cost.CostModel`,
-until nothing improves or the time budget is spent. The input's own choice is scored too, and
-wins ties.
+``freeze()``; :mod:`eqsat.egglog_text`, this and ``eqsat.saturate._changes`` are the places
+that touch egglog's internals). A fast additive estimate picks a first candidate; a local
+search then switches one class's choice at a time, scoring each whole candidate with
+:class:`~eqsat.cost.CostModel`, until nothing improves or the time budget is spent. The
+input's own choice is scored too, and wins ties. Under a deadline no score is begun that
+would, at the longest one so far, end past it: the best choice scored by then is the result.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class Dump:
     classes: dict[int, list[GNode]] = field(default_factory=dict)
     labels: dict[int, int] = field(default_factory=dict)
     dtype: dict[int, int] = field(default_factory=dict)
-    lets: dict[str, int] = field(default_factory=dict)          # let name -> class
+    names: dict[tuple[int, int], int] = field(default_factory=dict)   # (scope, term id) -> class
 
 
 def _class_id(value) -> int:
@@ -34,6 +35,8 @@ def _class_id(value) -> int:
 
 
 def dump(eg) -> Dump:
+    from .saturate import NAME_TABLE
+
     raw = eg._egraph
     frozen = raw.freeze()
     out = Dump()
@@ -57,9 +60,9 @@ def dump(eg) -> Dump:
     for cls, name, attrs, kids in pending:
         node = GNode(name, attrs, kids, out.labels.get(cls, -1), out.dtype.get(cls, -1))
         out.classes.setdefault(cls, []).append(node)
-    for name, fn in fns.items():
-        if fn.is_let_binding and fn.rows:
-            out.lets[name] = _class_id(fn.rows[0].output)
+    for row in fns[NAME_TABLE].rows:
+        scope, tid = (raw.value_to_i64(v) for v in row.inputs)
+        out.names[scope, tid] = _class_id(row.output)
     return out
 
 
@@ -125,52 +128,115 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
     return pick
 
 
-def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget_s: float = 0.5) -> tuple[Choice, Choice]:
-    """(best choice found, the original's choice). ``original`` is the input's e-node for each
-    of its classes."""
-    def evaluate(pick):
-        try:
-            nodes = _reachable(pick, roots)
-        except (KeyError, ValueError):
-            return None
-        if any(not _valid(n) for n in nodes.values()):
-            return None
-        try:
-            return model.estimate(nodes, roots)
-        except ValueError:
-            return None
+@dataclass
+class Extraction:
+    """What :func:`extract` found: the best choice, the input's own, and whether the deadline
+    cut the search (before it scored the input: ``base.estimate`` is None)."""
 
-    base = Choice(dict(original), evaluate(original))
+    best: Choice
+    base: Choice
+    cut: bool = False
+
+
+class _Scorer:
+    """Whole-candidate scores, timed. A score is begun only if, at the longest one's duration
+    so far (``guess_s`` before the first), it would end before ``until``: the cost model is
+    not stopped once it runs."""
+
+    def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float):
+        self.roots, self.model, self.until, self.longest = roots, model, until, guess_s
+        self.cut = False
+
+    def affordable(self) -> bool:
+        if self.until is None or time.perf_counter() + self.longest < self.until:
+            return True
+        self.cut = True
+        return False
+
+    def __call__(self, pick: dict[int, GNode]) -> Estimate | None:
+        began = time.perf_counter()
+        try:
+            return _evaluate(pick, self.roots, self.model)
+        finally:
+            self.longest = max(self.longest, time.perf_counter() - began)
+
+
+def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Estimate | None:
+    """The cost model's estimate of the candidate ``pick`` makes from ``roots``; None where it
+    has a cycle, an untyped node, or no reading."""
+    try:
+        nodes = _reachable(pick, roots)
+    except (KeyError, ValueError):
+        return None
+    if any(not _valid(n) for n in nodes.values()):
+        return None
+    try:
+        return model.estimate(nodes, roots)
+    except ValueError:
+        return None
+
+
+def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
+            budget_s: float = 0.5, until: float | None = None, guess_s: float = 0.0) -> Extraction:
+    """The best choice found, and the original's choice. ``original`` is the input's e-node for
+    each of its classes. The local search runs for ``budget_s`` at most; ``until`` (a
+    ``perf_counter`` time) is a deadline over the whole, and ``guess_s`` how long one
+    whole-candidate score is expected to take (see :class:`_Scorer`)."""
+    score = _Scorer(roots, model, until, guess_s)
+    if not score.affordable():
+        base = Choice(dict(original), None)
+        return Extraction(base, base, cut=True)
+    base = Choice(dict(original), score(original))
     greedy = _additive(d, model)
     start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
-    current = Choice(start_pick, evaluate(start_pick))
-    if base.score <= current.score:
-        current = Choice({**start_pick, **original}, base.estimate)
-    deadline = time.perf_counter() + budget_s
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        try:
-            reach = _reachable(current.pick, roots)
-        except (KeyError, ValueError):
+    current = Choice({**start_pick, **original}, base.estimate)   # the input, where greedy agrees
+    if not _same_candidate(start_pick, original, roots) and score.affordable():
+        start = Choice(start_pick, score(start_pick))
+        if start.score < base.score:
+            current = start
+    current = _search(current, d, roots, score, time.perf_counter() + budget_s)
+    return Extraction(current, base, score.cut)
+
+
+def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) -> bool:
+    """Do the two choices make the same candidate from ``roots`` (so score the same)?"""
+    try:
+        return _reachable(a, roots) == _reachable(b, roots)
+    except (KeyError, ValueError):
+        return False
+
+
+def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer, stop_at: float) -> Choice:
+    """Local search: switch one class's choice at a time, keep the first switch that lowers
+    the score, and start again; until none does, ``stop_at`` comes, or the deadline would."""
+    while time.perf_counter() < stop_at:
+        better = _first_improvement(current, d, roots, score, stop_at)
+        if better is None:
             break
-        for c in reach:
-            for alt in d.classes.get(c, ()):
-                if alt == current.pick.get(c) or not _valid(alt):
-                    continue
-                trial = dict(current.pick)
-                trial[c] = alt
-                est = evaluate(trial)
-                if est is not None and est.time_us < current.score - 1e-6:
-                    current = Choice(trial, est)
-                    improved = True
-                    break
-                if time.perf_counter() >= deadline:
-                    break
-            if improved or time.perf_counter() >= deadline:
-                break
-    return current, base
+        current = better
+    return current
+
+
+def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Scorer,
+                       stop_at: float) -> Choice | None:
+    try:
+        reach = _reachable(current.pick, roots)
+    except (KeyError, ValueError):
+        return None
+    for c in reach:
+        for alt in d.classes.get(c, ()):
+            if alt == current.pick.get(c) or not _valid(alt):
+                continue
+            if not score.affordable():
+                return None
+            trial = dict(current.pick)
+            trial[c] = alt
+            est = score(trial)
+            if est is not None and est.time_us < current.score - 1e-6:
+                return Choice(trial, est)
+            if time.perf_counter() >= stop_at:
+                return None
+    return None
 
 
 def _reachable(pick: dict[int, GNode], roots: list[int]) -> dict[int, GNode]:

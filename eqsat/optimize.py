@@ -1,6 +1,8 @@
-"""``optimize_fusion``: ingest, encode, saturate, extract, lower; and the object it returns."""
+"""``optimize_fusion``: ingest, then encode, saturate, extract and lower under one deadline; and
+the object it returns."""
 from __future__ import annotations
 
+import numbers
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ DEFAULT_EXTENT = 1024     # the extent assumed for a symbolic axis when no input
 # changes predicted to save 1.8-3.4% ran 13-39% slower; the cost model's median error on the
 # calibration microbenchmarks is about 16%.
 MIN_GAIN = 0.05
+DEADLINE_S = 2.0          # seconds for everything after reading the fusion (optimize_fusion's deadline_s)
 
 
 @dataclass
@@ -36,7 +39,9 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)   # fired rules whose right side is in the result
-    phases: dict[str, float] = field(default_factory=dict)  # seconds: saturate, extract, lower, total
+    # seconds: read, encode, saturate, extract, lower, total
+    phases: dict[str, float] = field(default_factory=dict)
+    estimated: bool = True      # False: the cost model gave no estimate of the input (before, after empty)
 
     def summary(self) -> dict:
         return {"before": self.before.summary(), "after": self.after.summary(),
@@ -44,14 +49,17 @@ class Report:
                 "rules_fired": self.rules_fired, "saturation": self.saturation,
                 "optimizer_ms": round(self.seconds * 1e3, 2),
                 "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
-                "notes": self.notes}
+                "notes": self.notes, "estimated": self.estimated}
 
     def __str__(self) -> str:
         b, a = self.before, self.after
-        lines = [f"before: {len(b.kernels)} kernels, {b.bytes / 1e6:.3f} MB, {b.flops / 1e6:.3f} MFLOP, "
-                 f"{b.time_us:.1f} us estimated",
-                 f"after:  {len(a.kernels)} kernels, {a.bytes / 1e6:.3f} MB, {a.flops / 1e6:.3f} MFLOP, "
-                 f"{a.time_us:.1f} us estimated" + ("" if self.changed else " (unchanged)")]
+        if not self.estimated:
+            lines = ["before: not estimated", "after:  not estimated (unchanged)"]
+        else:
+            lines = [f"before: {len(b.kernels)} kernels, {b.bytes / 1e6:.3f} MB, {b.flops / 1e6:.3f} MFLOP, "
+                     f"{b.time_us:.1f} us estimated",
+                     f"after:  {len(a.kernels)} kernels, {a.bytes / 1e6:.3f} MB, {a.flops / 1e6:.3f} MFLOP, "
+                     f"{a.time_us:.1f} us estimated" + ("" if self.changed else " (unchanged)")]
         if self.rules:
             lines.append("rules that changed the result: " + ", ".join(self.rules))
         if self.rules_fired:
@@ -168,7 +176,7 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
                     rules: Iterable[str] | None = None, reassociate: bool = True,
                     limits: Limits | None = None, extents: dict[int, int] | None = None,
                     default_extent: int = DEFAULT_EXTENT, search_seconds: float = 0.5,
-                    min_gain: float = MIN_GAIN) -> OptimizedFusion:
+                    min_gain: float = MIN_GAIN, deadline_s: float | None = DEADLINE_S) -> OptimizedFusion:
     """Optimize an nvFuser fusion.
 
     ``definition``: a function of ``fd``, repro text or a path to a repro file, a live
@@ -179,47 +187,137 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     ``limits`` bounds saturation; ``profile`` is a calibration profile (a path or dict).
     ``min_gain``: the least predicted time saving (a fraction) worth a change; smaller
     predicted gains keep the input, since they are within the cost model's error.
+    ``deadline_s``: seconds for encoding, saturation, extraction and lowering together,
+    counted once the fusion is read and its inputs checked (None: no deadline). Saturation
+    gets at most half of the time left when it begins (and ``limits.seconds`` at most); where
+    the deadline cuts a stage, the result is the best candidate scored by then, or the input
+    unchanged, and a ``report.notes`` line says which stage it cut.
     """
     start = time.perf_counter()
+    Deadline.check(deadline_s)
     fusion = ingest(definition)
     options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
                    extents=extents, default_extent=default_extent, search_seconds=search_seconds,
-                   min_gain=min_gain)
+                   min_gain=min_gain, deadline_s=deadline_s)
     prof = load_profile(profile)
     concrete = concrete_extents(fusion, inputs, extents, default_extent)
     names = tuple(select_rules(rules, reassociate=reassociate))
-    a = _analyse(fusion, concrete, prof, names, limits or Limits())
-    enc, d, cls, original, roots, model, sat = a.enc, a.dump, a.cls, a.original, a.roots, a.model, a.sat
-    notes = [f"not optimized: {enc.skipped}"] if enc.skipped else []
-    if sat and sat.stop != "saturated":
-        notes.append(f"saturation stopped at the {sat.stop} ({_limit_text(limits or Limits(), sat.stop)}): "
-                     f"the result is the best of the rewrites explored by then")
-    t_extract = time.perf_counter()
-    best, base = extract(d, roots, original, model, budget_s=search_seconds)
-    t_lower = time.perf_counter()
-    before = a.before or base.estimate or Estimate()
-    result, after, changed = fusion, before, False
-    gain = (1 - best.score / before.time_us) if best.estimate is not None and before.time_us > 0 else 0.0
-    if gain > 0 and gain < max(min_gain, 1e-6):
-        notes.append(f"kept the input: the best candidate saves {gain:.1%} of the predicted time, "
-                     f"less than min_gain={min_gain:.0%}")
-    elif gain > 0:
-        try:
-            result = _lower_choice(fusion, enc, best.pick, roots, cls)
-            after, changed = best.estimate, True
-        except FusionError as err:
-            notes.append(f"kept the input: the best candidate did not lower ({err})")
-    elif best.estimate is None:
-        notes.append("kept the input: the cost model could not score it")
-    credited = _credited_rules(best.pick, roots, original, sat.fired if sat else {}) if changed else []
+    deadline = Deadline(deadline_s)
+    a = _analyse(fusion, concrete, prof, names, limits or Limits(), deadline)
+    notes = _analysis_notes(a, limits or Limits(), deadline)
+    result, before, after, changed, credited = fusion, Estimate(), Estimate(), False, []
+    estimated = False
+    phases = {"read": deadline.began - start, **a.phases}
+    if a.cut is None:
+        t_extract = time.perf_counter()
+        lower_s = a.phases["encode"]        # lowering takes about as long as encoding (less, measured)
+        ex = extract(a.dump, a.roots, a.original, a.model, budget_s=search_seconds,
+                     until=deadline.before(lower_s), guess_s=a.before_s)
+        t_lower = time.perf_counter()
+        before = a.before or ex.base.estimate or Estimate()
+        estimated = a.before is not None or ex.base.estimate is not None
+        result, after, changed = _choose(fusion, a, ex, before, min_gain, deadline, lower_s, notes)
+        fired = a.sat.fired if a.sat else {}
+        credited = _credited_rules(ex.best.pick, a.roots, a.original, fired) if changed else []
+        phases["extract"] += t_lower - t_extract
+        phases["lower"] = time.perf_counter() - t_lower
     end = time.perf_counter()
-    phases = {"saturate": sat.seconds if sat else 0.0, "extract": t_lower - t_extract,
-              "lower": end - t_lower, "total": end - start}
+    phases["total"] = end - start
+    sat = a.sat
     report = Report(before, after, changed, sat.fired if sat else {},
                     (f"{sat.stop} after {sat.iterations} iterations, {sat.nodes} e-nodes" if sat else
-                     "skipped"), end - start, notes, credited, phases)
+                     "skipped"), end - start, notes, credited, phases, estimated)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key)
+
+
+class Deadline:
+    """A time limit over the stages after reading (``seconds`` None: none): ``at`` is the
+    ``perf_counter`` time it passes, or None."""
+
+    def __init__(self, seconds: float | None):
+        self.check(seconds)
+        self.seconds = seconds
+        self.began = time.perf_counter()
+        self.at = None if seconds is None else self.began + seconds
+
+    @staticmethod
+    def check(seconds: float | None) -> None:
+        if seconds is not None and not (isinstance(seconds, numbers.Real) and seconds >= 0):
+            raise ValueError(f"deadline_s must be a number of seconds >= 0, or None; got {seconds!r}")
+
+    def passed(self) -> bool:
+        return self.at is not None and time.perf_counter() >= self.at
+
+    def left(self) -> float:
+        return float("inf") if self.at is None else self.at - time.perf_counter()
+
+    def before(self, seconds: float) -> float | None:
+        """The time ``seconds`` before the deadline."""
+        return None if self.at is None else self.at - seconds
+
+    def share(self, fraction: float) -> float | None:
+        """The time by which ``fraction`` of what is left now will have passed."""
+        if self.at is None:
+            return None
+        now = time.perf_counter()
+        return now + max(0.0, self.at - now) * fraction
+
+    def note(self, stage: str, kept: str) -> str:
+        return f"the deadline ({self.seconds:g} s) cut {stage}: {kept}"
+
+
+SATURATION_SHARE = 0.5      # of the time left when saturation begins; extraction and lowering get the rest
+
+
+def _analysis_notes(a: "_Analysis", limits: Limits, deadline: Deadline) -> list[str]:
+    """What the report says of encoding and saturation: why nothing was encoded, which limit
+    stopped saturation, which stage the deadline cut."""
+    notes = [f"not optimized: {a.enc.skipped}"] if a.enc is not None and a.enc.skipped else []
+    sat = a.sat
+    if sat and sat.stop == "deadline" and sat.analysed:
+        notes.append(deadline.note(f"saturation after {sat.iterations} iterations",
+                                   "the result is the best of the rewrites explored by then"))
+    elif sat and sat.stop not in ("saturated", "deadline"):
+        notes.append(f"saturation stopped at the {sat.stop} ({_limit_text(limits, sat.stop)}): "
+                     f"the result is the best of the rewrites explored by then")
+    if a.cut is not None:
+        notes.append(deadline.note(a.cut, "kept the input (not estimated)"))
+    return notes
+
+
+def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, min_gain: float, deadline: Deadline,
+            lower_s: float, notes: list[str]) -> tuple[Fusion, Estimate, bool]:
+    """(the result, its estimate, whether it changed): the best candidate lowered where it is
+    predicted to save at least ``min_gain`` and the deadline leaves the ``lower_s`` seconds
+    lowering is expected to take, else the input. Appends to ``notes`` where the deadline cut
+    extraction and why the input was kept."""
+    lowered, why = _lower_if_better(fusion, a, ex.best, before, min_gain, deadline, lower_s)
+    if ex.cut:
+        notes.append(deadline.note("extraction", "kept the input" if lowered is None else
+                                   "kept the best candidate scored by then"))
+    if why and not (ex.cut and ex.best.estimate is None):
+        notes.append(why)
+    return (fusion, before, False) if lowered is None else (lowered, ex.best.estimate, True)
+
+
+def _lower_if_better(fusion: Fusion, a: "_Analysis", best, before: Estimate, min_gain: float,
+                     deadline: Deadline, lower_s: float) -> tuple[Fusion | None, str]:
+    """The best candidate lowered, or None and why ("" where it is no better than the input)."""
+    if best.estimate is None:
+        return None, "kept the input: the cost model could not score it"
+    gain = 1 - best.score / before.time_us if before.time_us > 0 else 0.0
+    if gain <= 0:
+        return None, ""
+    if gain < max(min_gain, 1e-6):
+        return None, (f"kept the input: the best candidate saves {gain:.1%} of the predicted time, "
+                      f"less than min_gain={min_gain:.0%}")
+    if deadline.left() < lower_s:
+        return None, deadline.note("lowering", "kept the input")
+    try:
+        return _lower_choice(fusion, a.enc, best.pick, a.roots, a.cls), ""
+    except FusionError as err:
+        return None, f"kept the input: the best candidate did not lower ({err})"
 
 
 def _limit_text(limits: Limits, stop: str) -> str:
@@ -234,26 +332,68 @@ class _Analysis:
     cls: dict
     original: dict
     roots: list
-    model: CostModel
+    model: CostModel | None
     sat: Any
     before: Estimate | None      # the input as written, term by term (no e-class merged)
+    before_s: float = 0.0        # seconds the cost model took over it
+    cut: str | None = None       # the stage the deadline cut before extraction could begin
+    phases: dict[str, float] = field(default_factory=dict)   # seconds: encode, saturate, extract
 
 
-def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits | None) -> _Analysis:
+def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits | None,
+             deadline: Deadline | None = None) -> _Analysis:
     """Encode, fill the e-graph, saturate (unless ``limits`` is None), dump; the input's own
-    choice as GNodes, and a cost model over the concrete extents."""
+    choice as GNodes, and a cost model over the concrete extents. Where ``deadline`` passes
+    before the input is estimated, ``cut`` names the stage and the rest is left empty."""
+    deadline = deadline or Deadline(None)
+    began = time.perf_counter()
     enc = encode(fusion, concrete)
     s = session()
     s.eg.push()
     try:
-        prefix = s.fresh_prefix()
-        s.insert(enc, prefix)
+        scope = s.fresh_scope()
+        inserted = s.insert(enc, scope, deadline.at)
+        encoded = time.perf_counter()
         rewrite = limits is not None and not enc.skipped
-        sat = s.saturate(names if rewrite else (), limits or Limits())   # analyses always run
-        d = dump(s.eg)
+        sat = None
+        if inserted and not deadline.passed():       # analyses always run
+            sat = s.saturate(names if rewrite else (), limits or Limits(), deadline.share(SATURATION_SHARE))
+        saturated = time.perf_counter()
+        cut = _cut_before_extraction(sat, deadline, encoded - began)
+        d = dump(s.eg) if cut is None else None
     finally:
         s.eg.pop()
-    cls = {tid: d.lets[f"${prefix}{tid}"] for tid in range(len(enc.graph.nodes))}
+    phases = {"encode": encoded - began, "saturate": sat.seconds if sat else 0.0, "extract": 0.0}
+    shown = sat if rewrite else None
+    if cut is not None:
+        return _Analysis(enc, None, {}, {}, [], None, shown, None, cut=cut, phases=phases)
+    a = _choices(fusion, enc, d, scope, concrete, prof, shown)
+    a.phases = phases
+    if deadline.passed():
+        a.cut = "the estimate of the input"
+    else:
+        estimating = time.perf_counter()
+        a.before = _estimate_input(fusion, enc, d, a)
+        a.before_s = time.perf_counter() - estimating
+    phases["extract"] = time.perf_counter() - saturated      # the dump, and the input's estimate
+    return a
+
+
+def _cut_before_extraction(sat, deadline: Deadline, encode_s: float) -> str | None:
+    """The stage the deadline cut, where extraction cannot begin: it can not where less time
+    is left than encoding took (the dump and the input's estimate alone take most of that)."""
+    if sat is None:
+        return "encoding"
+    if not sat.analysed:
+        return "the analyses of the input"
+    if deadline.left() < encode_s:
+        return "the estimate of the input"
+    return None
+
+
+def _choices(fusion: Fusion, enc, d, scope: int, concrete: dict, prof, sat) -> _Analysis:
+    """The input's own choice (class -> GNode), its roots, and the cost model over classes."""
+    cls = {tid: d.names[scope, tid] for tid in range(len(enc.graph.nodes))}
     original: dict[int, GNode] = {}
     for tid, node in enumerate(enc.graph.nodes):
         c = cls[tid]
@@ -267,14 +407,21 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
     model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
                       outputs={cls[t] for t in output_terms}, aliased=aliased,
                       inner={cls[t]: b for t, b in inner.items()})
+    return _Analysis(enc, d, cls, original, roots, model, sat, None)
+
+
+def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
+    """The cost model's estimate of the input as written, term by term (no e-class merged)."""
+    cls = a.cls
+    output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
+    inner = {t: order[-1] for t, order in enc.order.items() if order}
     terms = {tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
              for tid, n in enumerate(enc.graph.nodes)}
     try:
-        before = model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links, outputs=output_terms,
-                                inner=inner)
+        return a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
+                                outputs=output_terms, inner=inner)
     except ValueError:
-        before = None
-    return _Analysis(enc, d, cls, original, roots, model, sat if rewrite else None, before)
+        return None
 
 
 def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,

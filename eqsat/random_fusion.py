@@ -9,6 +9,12 @@ layer norm), the patterns eqsat rewrites (a sum of a product over axes one facto
 full amax of a normalization), and ops eqsat does not model (``erf``, ``where``, ``reshape``, ``segment_set``),
 which it keeps verbatim. One to three outputs.
 
+``special=True`` draws special values too: into the inputs, per dtype (NaN, +-inf, +-0.0, the
+largest finite value and half of it, the smallest normal; see :func:`special_inputs`), into the
+scalar input, and into scalar constants (:data:`SPECIAL_SCALARS`); and one more kind of step,
+a max or min of a sum or product with a term constant along the reduced axes (where +inf in
+one meets -inf in the other).
+
 The choices come from a :class:`Chooser`: :class:`RandomChooser` (a seed; ``bench/fuzz.py``)
 or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failures)::
 
@@ -33,6 +39,12 @@ from .ir import Fusion
 FLOAT_TYPES = (DataType.Float, DataType.BFloat16, DataType.Half)
 TORCH_DTYPE = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}
 D = DataType.Double
+STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
+         "normalization", "boundary", "factored_sum", "normalized_amax"]
+SPECIAL_STEPS = ["shifted_extremum"]       # the max/min rules' pattern, where inf meets -inf
+SCALARS = [0.5, 2.0, -1.5, 3.0, 1e-3]
+# Double constants: a huge one overflows a Float product, a tiny one underflows it
+SPECIAL_SCALARS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, 1e-300]
 
 
 class Chooser:
@@ -88,6 +100,7 @@ class RandomCase:
     planning_inputs: list
     reduction_size: int              # the most elements any one reduction combines (small inputs)
     ops: list[str] = field(default_factory=list)
+    special: bool = False            # special values drawn into the inputs and constants
 
     def __repr__(self) -> str:        # hypothesis prints this for a failing example
         from .lowering.source import fusion_source
@@ -96,8 +109,8 @@ class RandomCase:
 
 
 class _Builder:
-    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int]):
-        self.ch, self.fd, self.extents = ch, fd, extents
+    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int], special: bool = False):
+        self.ch, self.fd, self.extents, self.special = ch, fd, extents, special
         self.sizes: dict[int, Any] = {}        # axis -> a symbolic size of it (fd.ops.size)
         self.values: list[Value] = []
         self.reduction_size = 1
@@ -134,7 +147,9 @@ class _Builder:
         return v
 
     def scalar(self) -> Any:
-        return self.fd.define_scalar(self.ch.pick([0.5, 2.0, -1.5, 3.0, 1e-3]), dtype=D)
+        """A Double constant: one of SCALARS, or (special, one time in four) SPECIAL_SCALARS."""
+        special = self.special and self.ch.int(0, 3) == 0
+        return self.fd.define_scalar(self.ch.pick(SPECIAL_SCALARS if special else SCALARS), dtype=D)
 
     # -- steps -------------------------------------------------------------------------------
     def unary(self, v: Value):
@@ -238,6 +253,22 @@ class _Builder:
         out = self.fd.ops.sum(product, dims=dims)
         self.add(out, tuple(d for d in axes if d not in reduced), "factored_sum")
 
+    def shifted_extremum(self, v: Value, w: Value):
+        """max or min over axes of v of v + b, v - b or v * exp(b), where b (w, maxed over
+        those axes) is constant along them: the distributive max/min rules' pattern."""
+        v, w = self.plain(v), self.plain(w)
+        if not v.dims:
+            return self.unary(v)
+        reduced, _ = self.reduce_over(v, v.dims)
+        gone = [i for i, d in enumerate(w.dims) if d in reduced]
+        b = Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced)) if gone else w
+        axes = tuple(sorted(set(v.dims) | set(b.dims)))
+        x, y, ops = self.to_axes(v, axes), self.to_axes(b, axes), self.fd.ops
+        kind, extremum = self.ch.pick(["add", "sub", "mul_exp"]), self.ch.pick(["max", "min"])
+        inner = ops.mul(x, ops.exp(y)) if kind == "mul_exp" else getattr(ops, kind)(x, y)
+        out = getattr(ops, extremum)(inner, dims=[axes.index(d) for d in reduced])
+        self.add(out, tuple(d for d in axes if d not in reduced), f"{extremum}_of_{kind}")
+
     def normalized_amax(self, v: Value):
         """amax(abs(normalize(v))) over every axis (the split-reduction pattern)."""
         self.normalization(v)
@@ -254,8 +285,10 @@ class _Builder:
             self.add(self.fd.ops.segment_set(v.ref), v.dims, "segment_set")
 
 
-def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8) -> RandomCase:
-    """A random fusion and inputs for it (seeded through the chooser)."""
+def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
+                  special: bool = False) -> RandomCase:
+    """A random fusion and inputs for it (seeded through the chooser); ``special`` draws
+    special values into inputs and constants (the same fusion otherwise, but for constants)."""
     n_axes = ch.int(1, max_axes)
     extents = [ch.int(2, max_extent) for _ in range(n_axes)]
     planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
@@ -270,7 +303,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     holder: dict[str, _Builder] = {}
 
     def definition(fd):
-        b = _Builder(ch, fd, extents)
+        b = _Builder(ch, fd, extents, special)
         holder["b"] = b
         for dims, dtype in spec:
             t = fd.define_tensor(shape=[-1] * len(dims), contiguity=[True] * len(dims), dtype=dtype)
@@ -281,9 +314,8 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
         for _ in range(steps):
             recent = b.values[-3:]
             v = ch.pick(recent) if ch.int(0, 2) else ch.pick(b.values)
-            kind = ch.pick(["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
-                            "normalization", "boundary", "factored_sum", "normalized_amax"])
-            if kind in ("binary", "factored_sum"):
+            kind = ch.pick(STEPS + SPECIAL_STEPS if special else STEPS)
+            if kind in ("binary", "factored_sum", "shifted_extremum"):
                 getattr(b, kind)(v, ch.pick(b.values))
             elif kind == "scalar":
                 b.with_scalar(v, scalar_input)
@@ -305,4 +337,40 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     if with_scalar_input:
         inputs.append(float(torch.randn(1, generator=g)))
         big.append(inputs[-1])
-    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):])
+    if special:
+        inputs = special_inputs(inputs, g)
+        big = big[:len(spec)] + inputs[len(spec):]
+    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special)
+
+
+def special_values(dtype: torch.dtype) -> list[float]:
+    """NaN, +-inf, +-0.0, the largest finite value and half of it (sums and products of them
+    overflow), and the smallest normal (products of them underflow), of ``dtype``."""
+    info = torch.finfo(dtype)
+    extremes = [info.max, info.max / 2, info.tiny]
+    return [math.nan, math.inf, -math.inf, 0.0, -0.0] + extremes + [-v for v in extremes]
+
+
+def special_inputs(inputs: list, g: torch.Generator) -> list:
+    """``inputs`` with special values: in most tensors, one or two of their dtype's
+    (:func:`special_values`) at a random share of places; the scalar input one of
+    SPECIAL_SCALARS one time in three."""
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            out.append(_with_special_values(x, g))
+        elif int(torch.randint(3, (), generator=g)) == 0:
+            out.append(SPECIAL_SCALARS[int(torch.randint(len(SPECIAL_SCALARS), (), generator=g))])
+        else:
+            out.append(x)
+    return out
+
+
+def _with_special_values(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    if int(torch.randint(5, (), generator=g)) < 2:                  # two in five: none
+        return x
+    pool = special_values(x.dtype)
+    few = torch.tensor([pool[int(i)] for i in torch.randint(len(pool), (2,), generator=g)], dtype=x.dtype)
+    share = (0.05, 0.15, 0.4)[int(torch.randint(3, (), generator=g))]
+    at = torch.rand(x.shape, generator=g) < share
+    return torch.where(at, few[torch.randint(2, x.shape, generator=g)], x)

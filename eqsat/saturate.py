@@ -3,8 +3,9 @@
 One prepared EGraph per thread holds every declaration and compiled ruleset (compiling them
 takes a fraction of a second, once); each fusion is worked on inside ``push``/``pop``. A run
 alternates one pass of the chosen rewrite rules with the analysis rules to saturation, and
-stops when nothing changes or at the first limit reached (iterations, e-nodes, wall time);
-the e-graph is valid at every stop.
+stops when nothing changes or at the first limit reached (iterations, e-nodes, wall time, a
+deadline given by the caller); the e-graph is valid at every stop. Where the deadline cuts
+the analyses themselves, some classes have none: extraction leaves those out.
 """
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from typing import Iterable
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
 from .analysis import analysis
-from .egglog_text import program, run_text
+from .egglog_text import run_text, term_text
 from .egraph import Leaf, dtype_tables, labels
 from .encode import Encoding
+from .terms import TermGraph
 
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
 
@@ -33,26 +35,34 @@ class Limits:
 
 @dataclass
 class Saturation:
-    """What a run did: ``stop`` is "saturated" or the limit that stopped it."""
+    """What a run did: ``stop`` is "saturated" or the limit that stopped it ("iteration
+    limit", "node limit", "time limit", "deadline")."""
 
     stop: str
     iterations: int
     nodes: int
     seconds: float
     fired: dict[str, int] = field(default_factory=dict)    # rule -> matches applied
+    analysed: bool = True       # False: the deadline cut the analyses of the input itself
 
 
 def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True,
-                 exclude: Iterable[str] = ()) -> list[str]:
-    """Rule names: all (or ``rules``), less the reassociating ones if ``reassociate`` is False,
-    less ``exclude``. Unknown names are an error."""
+                 special_values: bool | None = None, exclude: Iterable[str] = ()) -> list[str]:
+    """Rule names: all (or ``rules``), less ``exclude``. ``reassociate=False`` leaves out the
+    rules that reorder floating-point sums and products, and (unless ``special_values`` says
+    otherwise) those whose sides may differ on NaN, +-inf or overflow; ``special_values=False``
+    leaves out only the latter. What remains gives the same NaNs and infinities as the input
+    fusion. Unknown names are an error."""
     from .rules import RULES
 
     names = list(RULES) if rules is None else list(rules)
     unknown = [n for n in list(names) + list(exclude) if n not in RULES]
     if unknown:
         raise ValueError(f"unknown rules {unknown}; known: {', '.join(sorted(RULES))}")
-    return [n for n in names if n not in set(exclude) and (reassociate or not RULES[n].reassociates)]
+    keep_special = reassociate if special_values is None else special_values
+    return [n for n in names if n not in set(exclude)
+            and (reassociate or not RULES[n].reassociates)
+            and (keep_special or not RULES[n].special_values)]
 
 
 class Session:
@@ -68,6 +78,7 @@ class Session:
         self._combined: dict[tuple[str, ...], object] = {}
         self.counter = 0
         self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))      # compiles every rule once
+        run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
         from .rules import RULES
@@ -80,22 +91,54 @@ class Session:
                                                               name=f"rewrites{len(self._combined)}")
         return self._combined[names]
 
-    def fresh_prefix(self) -> str:
+    def fresh_scope(self) -> int:
+        """A number naming one inserted term graph's terms apart from every other's."""
         self.counter += 1
-        return f"f{self.counter}_"
+        return self.counter
 
     def size(self) -> int:
+        """E-nodes and analysis rows (the name table is not among the functions counted)."""
         return sum(n for _, n in self.eg.all_function_sizes())
 
-    def insert(self, enc: Encoding, prefix: str) -> None:
+    def insert(self, enc: Encoding, scope: int, until: float | None = None) -> bool:
+        """The encoding's terms, named ``scope`` (see :func:`term_ref`), with their facts; in
+        parts of ``INSERT_PART`` terms, and False where ``until`` (a ``perf_counter`` time)
+        passed before the last (the e-graph then holds only some of them)."""
         nonneg = {t for t, n in enumerate(enc.graph.nodes) if n.op in ("Num", "Int") and n.attrs[0] >= 0}
         codes = set(enc.dtype.values()) | {n.attrs[0] for n in enc.graph.nodes if n.op == "Cast"}
-        run_text(self.eg, dtype_tables(codes) + "\n" + program(enc.graph, prefix, enc.labels, enc.dtype, nonneg))
+        run_text(self.eg, dtype_tables(codes) + f"\n(set (nonempty_labels) {enc.nonempty})")
+        for first in range(0, len(enc.graph.nodes), INSERT_PART):
+            if until is not None and time.perf_counter() >= until:
+                return False
+            terms = range(first, min(first + INSERT_PART, len(enc.graph.nodes)))
+            run_text(self.eg, named_program(enc.graph, scope, enc.labels, enc.dtype, nonneg, terms))
+        return True
 
-    def saturate(self, rules: tuple[str, ...], limits: Limits) -> Saturation:
+    def insert_terms(self, graph: TermGraph, scope: int) -> None:
+        """A term graph's terms, named ``scope``, without facts."""
+        run_text(self.eg, named_program(graph, scope, {}, {}))
+
+    def analyse(self, until: float | None = None) -> bool:
+        """Run the analysis rules to saturation, or until ``until`` (a ``perf_counter`` time);
+        whether they saturated. They run in chunks of 8, 16, ... 1024 iterations, the deadline
+        looked at between chunks: egglog's saturate cannot be stopped, and a chain's analyses
+        take one iteration per op."""
+        chunk = 8
+        while _changes(self.eg, analysis * chunk):
+            if until is not None and time.perf_counter() >= until:
+                return False
+            chunk = min(2 * chunk, 1024)
+        return True
+
+    def saturate(self, rules: tuple[str, ...], limits: Limits, until: float | None = None) -> Saturation:
+        """Analyse, then alternate one pass of ``rules`` with the analyses until nothing changes
+        or a limit is reached; ``until`` (a ``perf_counter`` time) is a deadline that also cuts
+        the analyses (``Saturation.analysed`` False: the input's own are not all known)."""
         eg = self.eg
         start = time.perf_counter()
-        eg.run(analysis.saturate())
+        clock = _Clock(start, limits, until)
+        if not self.analyse(until):
+            return Saturation("deadline", 0, self.size(), time.perf_counter() - start, analysed=False)
         fired: dict[str, int] = {}
         stop, iterations = "saturated", 0
         if not rules:
@@ -109,8 +152,8 @@ class Session:
             # An exploding rule set multiplies the e-graph each iteration: stop before an
             # iteration that would, at the last one's growth, pass the time limit or overshoot
             # the node limit twice over, rather than after it.
-            if iterations and time.perf_counter() - start + step_s * growth >= limits.seconds:
-                stop = "time limit"
+            stop = clock.passed(step_s * growth, first=not iterations)
+            if stop:
                 break
             if iterations and nodes * growth >= 2 * limits.nodes:
                 stop = "node limit"
@@ -118,22 +161,57 @@ class Session:
             step_start, before = time.perf_counter(), nodes
             report = eg.run(1, ruleset=rewrites)
             iterations += 1
-            for key, count in report.num_matches_per_rule.items():
-                name = getattr(key, "name", None) or str(key)
-                if count:
-                    fired[name] = fired.get(name, 0) + count
-            eg.run(analysis.saturate())
+            _count_matches(report, fired)
+            analysed = self.analyse(until)
             nodes = self.size()
             step_s, growth = time.perf_counter() - step_start, max(1.0, nodes / max(before, 1))
+            if not analysed:
+                stop = "deadline"
+                break
             if not report.updated:
+                stop = "saturated"
                 break
             if nodes >= limits.nodes:
                 stop = "node limit"
                 break
-            if time.perf_counter() - start >= limits.seconds:
-                stop = "time limit"
+            stop = clock.passed(0.0, first=False)
+            if stop:
                 break
         return Saturation(stop, iterations, self.size(), time.perf_counter() - start, fired)
+
+
+class _Clock:
+    """The time limit of one saturation and the deadline over it: the one that comes first
+    stops it, and names the stop ("time limit" or "deadline")."""
+
+    def __init__(self, start: float, limits: Limits, until: float | None):
+        self.limit_at = start + limits.seconds
+        self.until = until
+
+    def passed(self, ahead: float, *, first: bool) -> str:
+        """The stop that ``ahead`` seconds from now would pass, or "". The time limit lets a
+        first iteration run whatever it is; the deadline does not."""
+        at = time.perf_counter() + ahead
+        if self.until is not None and self.until < self.limit_at:
+            return "deadline" if at >= self.until else ""
+        return "time limit" if not first and at >= self.limit_at else ""
+
+
+def _changes(eg: EGraph, schedule) -> bool:
+    """Run ``schedule``; whether its last iteration changed the e-graph. (``EGraph.run`` also
+    makes a Python report of every rule in every iteration: 3 s for the 16 000 analysis
+    iterations of a 16 000-op chain.)"""
+    eg._add_decls(schedule)
+    (out,) = eg._egraph.run_program(eg._state.run_schedule_to_egg(schedule.schedule))
+    iterations = out.report.iterations
+    return bool(iterations) and iterations[-1].rule_set_report.changed
+
+
+def _count_matches(report, fired: dict[str, int]) -> None:
+    for key, count in report.num_matches_per_rule.items():
+        name = getattr(key, "name", None) or str(key)
+        if count:
+            fired[name] = fired.get(name, 0) + count
 
 
 class _SessionHolder:
@@ -157,3 +235,32 @@ def session() -> Session:
     if holder is None:
         holder = _local.holder = _SessionHolder()
     return holder.session
+
+
+# Terms are named by rows of one table, (scope, term id) -> class, rather than by a ``let``
+# each: egglog makes every let a function of its own, and each later command and iteration
+# then costs time in proportion to the lets made (16 000 lets: 9 s to insert, not 0.8 s).
+NAME_TABLE = "term_name"
+INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
+
+
+def term_ref(scope: int, tid: int) -> str:
+    """The egglog expression of term ``tid`` of the graph inserted as ``scope``."""
+    return f"({NAME_TABLE} {scope} {tid})"
+
+
+def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: dict[int, int],
+                  nonneg: set[int] = frozenset(), terms: range | None = None) -> str:
+    """Each term of ``graph`` (or of ``terms``, ids in order) set as its name's row, and the
+    facts given for them."""
+    name = lambda t: term_ref(scope, t)  # noqa: E731
+    lines = []
+    for tid in range(len(graph.nodes)) if terms is None else terms:
+        lines.append(f"(set {name(tid)} {term_text(graph, tid, name)})")
+        if tid in labels:
+            lines.append(f"(set (labels {name(tid)}) {int(labels[tid])})")
+        if tid in dtypes:
+            lines.append(f"(set (dtype {name(tid)}) {int(dtypes[tid])})")
+        if tid in nonneg:
+            lines.append(f"(nonneg {name(tid)})")
+    return "\n".join(lines)

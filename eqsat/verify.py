@@ -5,6 +5,8 @@ Each value carries its dtype code, computed as the e-graph's dtype analysis does
 (:mod:`eqsat.dtype_codes`: bf16/fp16 arithmetic gives Float, sums keep a float dtype...), and
 is rounded to that dtype after every op: a rule whose sides differ in dtype fails, and one
 that moves a rounding (a half-type sum where fp32 was accumulated) fails on its error.
+Floating values are held in float64 (rounded to their dtype); integer values (Int32, Int64)
+in their own dtype, so that they wrap around as nvFuser's do.
 
 A rule's function is called with :class:`EvalNamespace`: its constructors evaluate
 named-axis tensors (a torch tensor and the labels of its dims) with the torch executor's
@@ -12,11 +14,19 @@ op implementations, aligning operands by label; conditions evaluate to booleans.
 are drawn at random (tensors over random label subsets, in random dim orders, with extents
 1 to 5; label masks; dtypes), cases whose conditions fail are drawn again, and a rule whose
 conditions never held fails rather than passing vacuously.
+
+Special values are drawn into the tensors, per dtype (:func:`special_values`): NaN, +-inf,
++-0.0, huge and tiny floats; integers at and near their dtype's limits. Which a rule gets
+follows what it claims (:func:`values_for`): a rule exact on special values gets them all
+and must give NaN in the same places and the same infinities (and, where it claims
+``signed_zeros``, zeros of the same sign); a reassociating rule gets NaN, +-inf and +-0.0 but
+no value that overflows; a rule flagged ``special_values`` gets finite values only.
 """
 from __future__ import annotations
 
 import math
 import random
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -29,16 +39,26 @@ from .torch_executor import TorchOps
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
+_INT_CODES = [DTYPE_CODE[d] for d in (DataType.Int32, DataType.Int)]
+_DOUBLE = DTYPE_CODE[DataType.Double]
 _WIDENS = set(exact_widenings())
 _SAME_DTYPE = {*SAME_DTYPE_UNARY, "Max", "Min"}             # as the analysis sets them
 _FLOAT_MATH = {*FLOAT_UNARY, "Mean", "Var"}
 
 
 def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
-    """``t`` (float64) rounded to the dtype of ``code`` (weak scalars stay float64)."""
-    if code in WEAK or DTYPES[code] in (DataType.Double,):
-        return t
-    return t.to(_torch_dtype(DTYPES[code])).to(torch.float64)
+    """``t`` as a value of ``code`` holds it: floats rounded to the dtype and held in float64
+    (weak float scalars as float64), integers in their own dtype (weak ones in int64)."""
+    if code == WEAK_INT:
+        return t.to(torch.int64)
+    if code in WEAK:
+        return t.to(torch.float64)
+    d = _torch_dtype(DTYPES[code])
+    return t.to(d) if not d.is_floating_point else t.to(d).to(torch.float64)
+
+
+def _is_float_code(code: int) -> bool:
+    return code in _FLOAT_CODES or code == WEAK_FLOAT
 
 
 @dataclass
@@ -86,15 +106,13 @@ class EvalNamespace:
         return Named(torch.tensor(float(f), dtype=torch.float64), (), WEAK_FLOAT)
 
     def Int(self, i):
-        return Named(torch.tensor(float(i), dtype=torch.float64), (), WEAK_INT)
+        return Named(torch.tensor(int(i), dtype=torch.int64), (), WEAK_INT)
 
     def Extent(self, mask):
         return self.Int(math.prod(self.extents[b] for b in bits(mask)))
 
     def Cast(self, code, a: Named):
-        d = DTYPES[code]
-        t = a.t.to(_torch_dtype(d)).to(torch.float64)
-        return Named(t, a.labels, code)
+        return Named(_rounded(a.t, code), a.labels, code)
 
     def _reduce(self, op, mask, a: Named, correction=None) -> Named:
         out = self._reduce_values(op, mask, a, correction)
@@ -107,14 +125,20 @@ class EvalNamespace:
         dims = [a.labels.index(l) for l in present]
         rest = tuple(l for l in a.labels if l not in present)
         t = a.t
+        if op in ("Var", "Mean") and not t.is_floating_point():
+            t = t.to(torch.float64)                 # float math on integers (floatify)
         if op == "Var":
             if absent:
                 raise ValueError("var over an axis its input lacks")
-            # over no labels: one element, (x - x)^2 / (1 - c)
-            t = _OPS.var(t, dims, correction) if dims else torch.zeros_like(t) / (1 - correction)
+            # over no labels: one element, (x - x)^2 / (1 - c) (NaN for an infinite x)
+            with warnings.catch_warnings():        # a correction of the extent or more: inf/NaN
+                warnings.simplefilter("ignore")
+                t = _OPS.var(t, dims, correction) if dims else (t - t) ** 2 / (1 - correction)
             return Named(t, rest, a.dtype)
         if op == "Mean":
             return Named(torch.mean(t, dim=dims) if dims else t, rest, a.dtype)
+        if op in ("Sum", "Prod") and not t.is_floating_point():
+            t = t.to(torch.int64)                   # integers accumulate in Int64
         if dims:
             t = getattr(_OPS, op.lower())(t, dims)
         n = math.prod(self.extents[l] for l in absent)
@@ -131,7 +155,8 @@ class EvalNamespace:
             return lambda mask, c, a: self._reduce("Var", mask, a, c)
         if name in IR_OP:
             op = getattr(_OPS, IR_OP[name])
-            return lambda *xs: self._pointwise(op, *xs, dtype=_result_code(name, [x.dtype for x in xs]))
+            return lambda *xs: self._pointwise(_defined(name, op), *xs,
+                                               dtype=_result_code(name, [x.dtype for x in xs]))
         raise AttributeError(name)
 
     def acc(self, a: Named) -> Named:
@@ -149,7 +174,7 @@ class EvalNamespace:
 
     @staticmethod
     def floating(x: Named) -> bool:
-        return x.dtype in _FLOAT_CODES or x.dtype == WEAK_FLOAT
+        return _is_float_code(x.dtype)
 
     @staticmethod
     def full_precision(x: Named) -> bool:
@@ -157,7 +182,8 @@ class EvalNamespace:
 
     @staticmethod
     def nonneg(x: Named) -> bool:
-        return bool((x.t >= 0).all())
+        """As the sign analysis states it: every element >= 0 (-0.0 included) or NaN."""
+        return bool(((x.t >= 0) | x.t.isnan()).all()) if x.t.is_floating_point() else bool((x.t >= 0).all())
 
     @staticmethod
     def widens(narrow: int, wide: int) -> bool:
@@ -170,6 +196,10 @@ class EvalNamespace:
     @staticmethod
     def nonzero(m):
         return m != 0
+
+    @staticmethod
+    def nonempty(m):
+        return True          # the verifier draws every extent at 1 or more
 
     @staticmethod
     def several(m):
@@ -194,6 +224,19 @@ def _torch_dtype(d: DataType) -> torch.dtype:
     return to_torch(d)
 
 
+def _defined(name: str, op):
+    """``op``, refusing an integer division by zero (undefined in nvFuser; torch raises): the
+    case is drawn again."""
+    if name != "Div":
+        return op
+
+    def div(a, b):
+        if not a.is_floating_point() and not b.is_floating_point() and bool((b == 0).any()):
+            raise ValueError("integer division by zero")
+        return op(a, b)
+    return div
+
+
 def _result_code(name: str, codes: list[int]) -> int:
     """The dtype code of a pointwise constructor's result, as the e-graph's analysis gives it."""
     if name in _SAME_DTYPE:
@@ -215,85 +258,235 @@ class Verdict:
     worst_error: float
     passed: bool
     problem: str = ""
+    values: str = ""           # the values drawn (VALUE_KINDS)
 
 
 _TOLERANCE = {DataType.Double: 1e-9, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 2e-3}
 
+# what a rule's values may hold, from most to least: every special value; NaN, +-inf and
+# +-0.0 but nothing that overflows (huge and tiny floats, integers near their limits);
+# normal (nonzero, finite) values alone
+VALUE_KINDS = ("all special", "no overflow", "finite only")
 
-def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000) -> Verdict:
+
+def values_for(rule) -> str:
+    """The values a rule is verified on: what it claims to be exact on."""
+    if rule.special_values:
+        return "finite only"
+    return "no overflow" if rule.reassociates else "all special"
+
+
+def special_values(code: int, kind: str, nonneg: bool = False, theme=None) -> dict[str, list]:
+    """The special values drawn into a tensor of dtype ``code`` for ``kind`` (VALUE_KINDS), by
+    category (:func:`_categories`), of the categories in ``theme`` (default: all); ``nonneg``:
+    only those the sign analysis calls >= 0 (-0.0 and NaN among them)."""
+    out = {}
+    for name, values in _categories(code, kind).items():
+        kept = [v for v in values if not nonneg or v >= 0 or math.isnan(v)]
+        if kept and (theme is None or name in theme):
+            out[name] = kept
+    return out
+
+
+CATEGORIES = ("zeros", "nan", "inf", "huge", "tiny", "limits", "small")
+
+
+def _categories(code: int, kind: str) -> dict[str, list]:
+    """The special values of a dtype, by category: none where ``kind`` is finite only. Else,
+    floats: zeros (+-0.0), NaN and +-inf, and where it is all special huge and tiny values;
+    integers: their limits where it is all special, else 0 and +-1."""
+    if kind == "finite only":          # normal values alone (no 0 to divide by)
+        return {}
+    if not _is_float_code(code):
+        return {"limits": _integer_limits(code)} if kind == "all special" else {"small": [0, 1, -1]}
+    cats = {"zeros": [0.0, -0.0], "nan": [math.nan], "inf": [math.inf, -math.inf]}
+    if kind == "all special":
+        cats.update(_float_extremes(code))
+    return cats
+
+
+def _float_extremes(code: int) -> dict[str, list]:
+    """Values that overflow when added or multiplied (the largest, half of it) and that
+    underflow (the smallest normal, a subnormal), of both signs."""
+    info = torch.finfo(_torch_dtype(DTYPES[code if code in _FLOAT_CODES else _DOUBLE]))
+    huge, tiny = [info.max, info.max / 2], [info.tiny, info.tiny / 4]
+    return {"huge": huge + [-v for v in huge], "tiny": tiny + [-v for v in tiny]}
+
+
+def _integer_limits(code: int) -> list[int]:
+    """The dtype's limits, their neighbours, and the least square that overflows."""
+    info = torch.iinfo(_torch_dtype(DTYPES[code]))
+    root = math.isqrt(info.max) + 1
+    return [info.min, info.min + 1, info.max, info.max - 1, root, -root, 0, -1]
+
+
+def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000,
+                values: str | None = None) -> Verdict:
+    """Check ``rule`` on ``cases`` random cases whose conditions hold, drawing ``values``
+    (VALUE_KINDS; default :func:`values_for` the rule)."""
+    values = values or values_for(rule)
     rng = random.Random(f"{seed}:{rule.name}")
     done, worst, draws = 0, 0.0, 0
     while done < cases and draws < max_draws:
         draws += 1
-        n_labels = rng.randint(1, 4)
-        extents = {l: rng.choice([1, 2, 3, 5]) for l in range(n_labels)}
-        k = EvalNamespace(extents)
-        env = []
-        for name in rule.variables:
-            if name[0].isupper() and name[0] in "DE":
-                env.append(rng.choice(_FLOAT_CODES))
-            elif name[0] == "C":                       # a var correction
-                env.append(rng.choice([0, 1, 2, 3]))
-            elif name[0].isupper():
-                env.append(rng.randrange(1 << n_labels) if rng.random() < 0.9 else 0)
-            else:
-                env.append(_random_tensor(rng, extents, nonneg=rng.random() < 0.5,
-                                          dtype=rng.choice(_FLOAT_CODES) if rng.random() < 0.25 else None))
-        try:
-            lhs, rhs, conditions = rule.fn(k, *env)
-        except ValueError:
-            continue
-        if not all(bool(c) for c in conditions):
+        case = _draw_case(rule, rng, values)
+        if case is None:
             continue
         done += 1
-        problem = _compare(lhs, rhs, [v.dtype for v in env if isinstance(v, Named)])
+        lhs, rhs, leaves = case
+        problem = _compare(lhs, rhs, leaves, values, rule.signed_zeros)
         if isinstance(problem, str):
-            return Verdict(rule.name, done, math.inf, False, problem)
+            return Verdict(rule.name, done, math.inf, False, problem, values)
         worst = max(worst, problem[0])
         if problem[0] > problem[1]:
             return Verdict(rule.name, done, worst, False,
-                           f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})")
+                           f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})", values)
     if done == 0:
-        return Verdict(rule.name, 0, 0.0, False, "its conditions never held on random cases")
-    return Verdict(rule.name, done, worst, True)
+        return Verdict(rule.name, 0, 0.0, False, "its conditions never held on random cases", values)
+    return Verdict(rule.name, done, worst, True, "", values)
 
 
-def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype) -> Named:
-    labels = [l for l in extents if rng.random() < 0.6]
+def _draw_case(rule, rng: random.Random, values: str):
+    """Both sides of ``rule`` on random variables, and the variables' dtype codes; None where
+    the conditions fail or the values are outside an op's domain (integer division by 0)."""
+    n_labels = rng.randint(1, 4)
+    extents = {l: rng.choice([1, 2, 3, 5]) for l in range(n_labels)}
+    extents[BATCH_LABEL] = BATCH       # in no mask, so in no reduction
+    k = EvalNamespace(extents)
+    # the categories of special values each batch instance meets, in all its variables
+    themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
+    env = [_draw_variable(name, rng, extents, values, themes) for name in rule.variables]
+    try:
+        lhs, rhs, conditions = rule.fn(k, *env)
+    except ValueError:
+        return None
+    if not all(bool(c) for c in conditions):
+        return None
+    return lhs, rhs, [v.dtype for v in env if isinstance(v, Named)]
+
+
+# Most tensors also vary along a batch label that no mask holds: a case is BATCH independent
+# instances of the rule (the same shapes, other values, other special values), so that rare
+# meetings of special values (+inf in b where a has -inf) are met in a few dozen cases.
+BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
+
+
+def _draw_variable(name: str, rng: random.Random, extents: dict, values: str, themes=(None,)):
+    if name[0] in "DE":                                # a dtype code
+        return rng.choice(_FLOAT_CODES + _INT_CODES)
+    if name[0] == "C":                                 # a var correction
+        return rng.choice([0, 1, 2, 3])
+    if name[0].isupper():                              # a label mask (not the batch label)
+        return rng.randrange(1, 1 << (len(extents) - 1)) if rng.random() < 0.9 else 0
+    r = rng.random()
+    code = rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35 else _DOUBLE
+    return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
+                          values=values if rng.random() < 0.8 else "finite only", themes=themes)
+
+
+def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only",
+                   themes=(None,)) -> Named:
+    """A tensor over a random subset of the labels (the batch label more often): normal
+    values, and special values of ``values`` (:func:`special_values`), in each batch instance
+    of the categories in its theme (``themes``)."""
+    labels = [l for l in extents if rng.random() < (0.8 if l == BATCH_LABEL else 0.6)]
     rng.shuffle(labels)
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
-    t = torch.randn([extents[l] for l in labels], generator=g, dtype=torch.float64)
-    if nonneg:
-        t = t.abs()
-    code = dtype if dtype is not None else DTYPE_CODE[DataType.Double]
-    t = t.to(_torch_dtype(DTYPES[code])).to(torch.float64)
+    code = dtype if dtype is not None else _DOUBLE
+    t = _normal_values([extents[l] for l in labels], g, code, nonneg)
+    if values != "finite only":
+        if BATCH_LABEL not in labels:           # one instance: as a batch of one
+            pools = [special_values(code, values, nonneg, themes[0])]
+            t = _with_specials(t.unsqueeze(0), 0, rng, g, code, pools).squeeze(0)
+        else:
+            dim = labels.index(BATCH_LABEL)
+            pools = [special_values(code, values, nonneg, theme) for theme in themes]
+            t = _with_specials(t, dim, rng, g, code, pools)
     return Named(t, tuple(labels), code)
 
 
-def _compare(lhs: Named, rhs: Named, leaf_codes=()):
-    """(relative error, tolerance), or a message when the sides cannot be compared. NaNs and
-    infinities must sit in the same places (the same signed infinity); finite values are
-    compared relative to the largest of them, within the tolerance of the least precise dtype
-    among the sides and the variables."""
+def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool) -> torch.Tensor:
+    """Standard normal values rounded to ``code``; integers -50..50 but 0 (as normal floats
+    are never 0: 0 is a special value)."""
+    t = torch.randn(shape, generator=g, dtype=torch.float64)
+    if not _is_float_code(code):
+        t = (t * 20).round()
+        t = torch.where(t == 0, torch.ones_like(t), t)
+    return _rounded(t.abs() if nonneg else t, code)
+
+
+def _with_specials(t: torch.Tensor, dim: int, rng: random.Random, g: torch.Generator, code: int,
+                   pools: list[dict]) -> torch.Tensor:
+    """``t`` with special values in each batch instance (index ``i`` along ``dim``): one to
+    three values of ``pools[i]`` (by category, :func:`special_values`) at random places (a
+    random share of them, up to all): few at a time, so that +inf in one operand meets -inf
+    or 0 in another. Integers are placed in their own dtype (an int64 limit is no float64
+    value), floats rounded to ``code``."""
+    rows = t.movedim(dim, 0)
+    flat = rows.reshape(rows.shape[0], -1)
+    few, share = [], []
+    for pool in pools:
+        drawn = [rng.choice(pool[rng.choice(sorted(pool))]) for _ in range(rng.randint(1, 3))] if pool else [0]
+        few.append([drawn[j % len(drawn)] for j in range(3)])
+        share.append(rng.choice([0.2, 0.5, 1.0]) if pool else 0.0)
+    few = _rounded(torch.tensor(few, dtype=t.dtype), code)
+    at = torch.rand(flat.shape, generator=g, dtype=torch.float64) < torch.tensor(share, dtype=torch.float64)[:, None]
+    chosen = torch.gather(few, 1, torch.randint(3, flat.shape, generator=g))
+    return torch.where(at, chosen, flat).reshape(rows.shape).movedim(0, dim)
+
+
+def _compare(lhs: Named, rhs: Named, leaf_codes=(), values: str = "finite only", signed_zeros: bool = False):
+    """(relative error, tolerance), or a message when the sides disagree in kind: different
+    axes or dtypes, integers that differ, NaNs in different places, different infinities, or
+    (``signed_zeros``) zeros of different signs. Finite values are compared relative to the
+    largest of them (to each one where huge values are drawn), within the tolerance of the
+    least precise dtype among the sides and the variables."""
     if sorted(lhs.labels) != sorted(rhs.labels):
         return f"the sides vary along different axes: {sorted(lhs.labels)} vs {sorted(rhs.labels)}"
     if lhs.dtype != rhs.dtype:
         name = lambda c: "weak scalar" if c in WEAK else DTYPES[c].name  # noqa: E731
         return f"the sides have different dtypes: {name(lhs.dtype)} vs {name(rhs.dtype)}"
     a, b = lhs.t, rhs.aligned(lhs.labels).reshape(lhs.t.shape)
+    if not a.is_floating_point():
+        return (0.0, 0.0) if torch.equal(a, b) else f"integer values differ: {_example(a, b, a != b)}"
     dtypes = [DTYPES[c] for c in (lhs.dtype, rhs.dtype, *leaf_codes) if c not in WEAK]
     tol = max((_TOLERANCE.get(d, 1e-9) for d in dtypes), default=1e-9)
+    return _special_mismatch(a, b, signed_zeros) or (_relative_error(a, b, lhs.labels, values), tol)
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor, labels, values: str) -> float:
+    """The largest difference of finite values (NaN and inf already agree), relative to the
+    largest value of its batch instance (at least 1), or to its own size where huge values
+    are drawn."""
+    finite = a.isfinite()
+    zero = torch.zeros((), dtype=a.dtype)
+    if values == "all special":
+        scale = torch.maximum(a.abs(), b.abs())
+    else:
+        others = [i for i, l in enumerate(labels) if l != BATCH_LABEL]
+        scale = torch.where(finite, a.abs(), zero)
+        scale = scale.amax(dim=others, keepdim=True) if others else scale
+    relative = torch.where(finite, (a - b).abs() / scale.clamp(min=1.0), zero)
+    return float(relative.max()) if relative.numel() else 0.0
+
+
+def _special_mismatch(a: torch.Tensor, b: torch.Tensor, signed_zeros: bool) -> str | None:
+    """Why ``a`` and ``b`` differ in NaN places, infinities or (``signed_zeros``) the sign of
+    zeros, or None."""
     if not torch.equal(a.isnan(), b.isnan()):
-        return math.inf, tol
+        return f"NaNs in different places: {_example(a, b, a.isnan() != b.isnan())}"
     inf = a.isinf() | b.isinf()
     if not torch.equal(a[inf], b[inf]):
-        return math.inf, tol
-    finite = ~(a.isnan() | inf)
-    if not finite.any():
-        return 0.0, tol
-    fa, fb = a[finite], b[finite]
-    scale = max(1.0, float(fa.abs().max()))
-    return float((fa - fb).abs().max()) / scale, tol
+        return f"infinities differ: {_example(a, b, inf & (a != b))}"
+    zeros = (a == 0) & (b == 0)
+    if signed_zeros and not torch.equal(a[zeros].signbit(), b[zeros].signbit()):
+        return f"signed zeros differ: {_example(a, b, zeros & (a.signbit() != b.signbit()))}"
+    return None
+
+
+def _example(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor) -> str:
+    i = where.nonzero()[0].tolist() if where.any() else []
+    return f"{a[tuple(i)].item()!r} vs {b[tuple(i)].item()!r}"
 
 
 def verify(names=None, *, cases: int = 60, seed: int = 0) -> list[Verdict]:

@@ -1,57 +1,99 @@
-"""Local algebra: commutativity, negation and absolute value, casts that round-trip."""
+"""Local algebra: commutativity, negation and absolute value, casts that round-trip.
+
+Each docstring ends with what the rule assumes about special values (NaN, +-inf, signed zero,
+integer overflow); see :mod:`eqsat.rules.rule`."""
 from .rule import rule
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def add_commutes(k, a, b):
-    """a+b = b+a (bounded: each sum has two orders)."""
+    """a+b = b+a (bounded: each sum has two orders).
+
+    Special values: exact. IEEE addition commutes for NaN, +-inf and signed zeros
+    (-0.0 + 0.0 is +0.0 either way); wrapping integer addition commutes, so overflow is the
+    same on both sides."""
     return k.Add(a, b), k.Add(b, a), []
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def mul_commutes(k, a, b):
-    """a*b = b*a (bounded: each product has two orders)."""
+    """a*b = b*a (bounded: each product has two orders).
+
+    Special values: exact. IEEE multiplication commutes for NaN, +-inf (0*inf is NaN either
+    way) and signed zeros; wrapping integer multiplication commutes (overflow alike)."""
     return k.Mul(a, b), k.Mul(b, a), []
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def double_negation(k, a):
-    """-(-a) = a (in a's compute dtype: negating bf16 gives Float)."""
+    """-(-a) = a (in a's compute dtype: negating bf16 gives Float).
+
+    Special values: exact. Negation flips the sign bit only: NaN stays NaN, +-inf and a
+    signed zero come back as they were; integer overflow: -(-INT_MIN) wraps back to INT_MIN."""
     return k.Neg(k.Neg(a)), k.acc(a), []
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def abs_of_negation(k, a):
-    """|-a| = |a| (in a's compute dtype)."""
+    """|-a| = |a| (in a's compute dtype).
+
+    Special values: exact. NaN stays NaN, +-inf gives +inf and a signed zero gives +0.0 on
+    both sides; integer overflow: -INT_MIN wraps to INT_MIN, and |INT_MIN| is INT_MIN on both
+    sides."""
     return k.Abs(k.Neg(a)), k.Abs(k.acc(a)), []
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def abs_of_abs(k, a):
-    """||a|| = |a|."""
+    """||a|| = |a|.
+
+    Special values: exact (NaN, +inf, a +0.0 zero and an integer |INT_MIN| = INT_MIN are their
+    own absolute values); no overflow beyond what |a| already does."""
     return k.Abs(k.Abs(a)), k.Abs(a), []
 
 
-@rule("algebra")
+@rule("algebra", special_values="the sign analysis takes rsqrt(-0.0) = -inf and 1/x of a "
+                                "-0.0 for >= 0 (eqsat/analysis.py), and |a| = a then turns "
+                                "+inf into -inf")
 def abs_of_nonnegative(k, a):
-    """|a| = a when a >= 0 (an exp, a square, an earlier abs...)."""
+    """|a| = a when a >= 0 (an exp, a square, an earlier abs...).
+
+    Special values: NaN: kept (the sign analysis admits NaN: |NaN| is NaN). inf: exact only
+    where the analysis is (see the flag: rsqrt(-0.0) is -inf). Signed zero: not kept: a >= 0
+    admits -0.0 (relu(-0.0) and sqrt(-0.0) are -0.0) and |-0.0| is +0.0. Integer overflow:
+    the analysis states a >= 0 for integers only where nothing wraps (|INT_MIN| < 0)."""
     return k.Abs(a), a, [k.nonneg(a)]
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def cast_to_own_dtype(k, x, D):
-    """cast(x, dtype(x)) = x."""
+    """cast(x, dtype(x)) = x.
+
+    Special values: exact: a cast to the value's own dtype changes no bit (NaN, +-inf, a
+    signed zero, integers near their limits: no overflow)."""
     return k.Cast(D, x), x, [k.same(k.dtype(x), D)]
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def cast_round_trip(k, x, D, E):
     """cast(cast(x, E), D) = x when D is x's dtype and E holds every value of it exactly
-    (bf16 -> fp32 -> bf16). Pays: no conversion kernels, and half-size intermediates."""
+    (bf16 -> fp32 -> bf16). Pays: no conversion kernels, and half-size intermediates.
+
+    Special values: exact: E holds every value of D, NaN (its payload aside), +-inf and a
+    signed zero included; an integer dtype widens only to one that holds its whole range (no
+    overflow)."""
     return k.Cast(D, k.Cast(E, x)), x, [k.same(k.dtype(x), D), k.widens(D, E)]
 
 
-@rule("algebra")
+@rule("algebra", signed_zeros=True)
 def negation_out_of_product(k, a, b):
-    """(-a)*b = -(a*b): lets a negation reach a reduction it can cross."""
-    return k.Mul(k.Neg(a), b), k.Neg(k.Mul(a, b)), []
+    """(-a)*b = -(a*b): lets a negation reach a reduction it can cross. For floating products
+    of full-precision operands: a bf16/fp16 product rounds (and fp16 overflows past 65504)
+    where (-a)*b, computed in Float, does not.
+
+    Special values: exact: negation flips only the sign bit, and IEEE multiplication is
+    symmetric in sign: NaN, +-inf (0*inf is NaN on both sides) and signed zeros agree.
+    Integer overflow: a is floating (an Int32 -a wraps at INT_MIN before a wider product,
+    and an integer 0 has no sign to flip: (-0)*-1.0 is -0.0, -(0*-1.0) is +0.0)."""
+    return (k.Mul(k.Neg(a), b), k.Neg(k.Mul(a, b)),
+            [k.floating(a), k.full_precision(a), k.full_precision(b)])

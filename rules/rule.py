@@ -7,6 +7,12 @@
 
 The function takes a namespace ``k`` and the rule's variables (lowercase: terms; uppercase:
 i64 label masks; names starting with ``D``: dtype codes) and returns ``(lhs, rhs, conditions)``.
+
+Every rule says how it treats special values: ``reassociates=True`` where it changes the order
+of a floating-point sum or product (rounding, and where a partial sum overflows);
+``special_values="why"`` where its sides differ on NaN, +-inf or overflow (the reason says
+which inputs); ``signed_zeros=True`` where it also keeps the sign of zero results. Rules with
+either of the first two are left out by ``reassociate=False`` (``--no-reassociate``).
 With :class:`EggNamespace` it builds the egglog rule; with the verifier's namespace
 (:mod:`eqsat.verify`) it evaluates both sides on random tensors. One definition serves both,
 so what is verified is what runs.
@@ -20,7 +26,8 @@ from typing import Callable
 from egglog import eq, i64, ne, union, var
 from egglog import rule as egg_rule
 
-from ..egraph import CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonneg, widens
+from ..egraph import (CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonempty_labels, nonneg,
+                      widens)
 
 
 @dataclass
@@ -30,6 +37,20 @@ class Rule:
     fn: Callable
     reassociates: bool = False
     doc: str = ""
+    special_values: str = ""      # why the sides may differ on NaN, +-inf or overflow; "" if they don't
+    signed_zeros: bool = False    # the sides also agree on the sign of zero results
+
+    @property
+    def exact_on_special_values(self) -> bool:
+        """Both sides give the same NaNs and infinities for every input, overflow included."""
+        return not (self.reassociates or self.special_values)
+
+    @property
+    def flags(self) -> list[str]:
+        """What ``eqsat rules list`` shows after the rule's name."""
+        return [f for f, on in (("reassociates", self.reassociates),
+                                ("special values", bool(self.special_values)),
+                                ("signed zeros", self.signed_zeros)) if on]
 
     @property
     def variables(self) -> list[str]:
@@ -84,14 +105,18 @@ class ShapeNamespace:
 RULES: dict[str, Rule] = {}
 
 
-def rule(family: str, *, reassociates: bool = False):
-    """Register a rule of ``family``; ``reassociates`` marks rules that change the order of a
-    floating-point sum or product (a caller can turn them off)."""
+def rule(family: str, *, reassociates: bool = False, special_values: str = "",
+         signed_zeros: bool = False):
+    """Register a rule of ``family``. ``reassociates`` marks rules that change the order of a
+    floating-point sum or product; ``special_values`` says why a rule's sides may differ on NaN,
+    +-inf or overflow (a caller can turn both kinds off); ``signed_zeros`` claims that the sides
+    also agree on the sign of zeros (the verifier then checks it)."""
     def register(fn):
         name = fn.__name__.replace("_", "-")
         if name in RULES:
             raise ValueError(f"two rules are named {name}")
-        RULES[name] = Rule(name, family, fn, reassociates, inspect.getdoc(fn) or "")
+        RULES[name] = Rule(name, family, fn, reassociates, inspect.getdoc(fn) or "",
+                           special_values, signed_zeros)
         return fn
     return register
 
@@ -152,6 +177,11 @@ class EggNamespace:
     @staticmethod
     def nonzero(m):
         return ne(m).to(i64(0))
+
+    @staticmethod
+    def nonempty(m):
+        """Every label of ``m`` has a static extent of at least 1 (see ``nonempty_labels``)."""
+        return eq(m & nonempty_labels()).to(m)
 
     @staticmethod
     def several(m):

@@ -93,3 +93,41 @@ def test_minus_zero_and_zero_stay_two_constants():
     from eqsat.lowering.from_terms import lower_encoding
     lowered = eqsat.run_fusion(lower_encoding(encode(fusion)), [x])
     assert lowered[1].tolist() == [float("inf")] * 2 and lowered[2].tolist() == [float("-inf")] * 2
+
+
+def max_and_sum_over_a_broadcast(fd):
+    x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    xb = fd.ops.broadcast_in_dim(x, shape=fd.ops.shape(y), broadcast_dims=[0])
+    fd.add_output(fd.ops.max(xb, dims=[1], keepdim=False, dtype=DataType.Null))
+    fd.add_output(fd.ops.min(xb, dims=[1], keepdim=False, dtype=DataType.Null))
+    fd.add_output(fd.ops.sum(xb, dims=[1], keepdim=False, dtype=DataType.Null))
+
+
+def test_a_symbolic_definition_stays_right_when_a_reduced_broadcast_axis_is_empty():
+    # optimized for extents >= 1, the emitted definition keeps y's extents symbolic, so it must
+    # hold at every extent: the max over an empty axis is -inf (nvFuser's init), not x
+    fusion = eqsat.from_function(max_and_sum_over_a_broadcast)
+    big = [torch.empty(8192, device="meta"), torch.empty(8192, 8192, device="meta")]
+    opt = eqsat.optimize_fusion(fusion, big, min_gain=0.0)
+    x = torch.tensor([1.0, -2.0, 3.0])
+    for inputs in ([x, torch.ones(3, 0)], [x, torch.ones(3, 2)]):
+        want = [torch.amax(inputs[0][:, None].expand(inputs[1].shape), 1) if inputs[1].shape[1]
+                else torch.full((3,), float("-inf")),
+                torch.amin(inputs[0][:, None].expand(inputs[1].shape), 1) if inputs[1].shape[1]
+                else torch.full((3,), float("inf")),
+                inputs[0][:, None].expand(inputs[1].shape).sum(1)]
+        for got, w in zip(eqsat.run_fusion(opt.fusion, inputs), want, strict=True):
+            assert torch.equal(got, w), (inputs[1].shape, got, w)
+
+
+def test_a_max_over_a_broadcast_axis_of_static_extent_is_still_dropped():
+    def static(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[8192, 8192], contiguity=[True, True], dtype=DataType.Float)
+        xb = fd.ops.broadcast_in_dim(x, shape=fd.ops.shape(y), broadcast_dims=[0])
+        fd.add_output(fd.ops.max(xb, dims=[1], keepdim=False, dtype=DataType.Null))
+
+    big = [torch.empty(8192, device="meta"), torch.empty(8192, 8192, device="meta")]
+    opt = eqsat.optimize_fusion(eqsat.from_function(static), big, min_gain=0.0)
+    assert "max" not in opt.fusion.ops()

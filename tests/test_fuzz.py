@@ -111,3 +111,137 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
     result = check_case(case, min_gain=0)
     assert result.changed, "the sum is rewritten (otherwise nothing differs to judge)"
     assert result.problem is None
+
+
+# -- special values, and outputs that cancel to 0 ----------------------------------------------
+
+@pytest.mark.parametrize("seed, max_steps", [(1001, 8), (90287, 16)])
+def test_an_output_that_cancels_to_0_is_judged_by_the_size_of_its_terms(seed, max_steps):
+    """False alarms found by the fuzzer: a sum of a normalized tensor times a factor is 0 up
+    to rounding (the original happens to give exactly 0); the rewritten sum differs by ~1e-6.
+    The tolerance scaled by max |reference| = 0; it now has a floor from the summands' size."""
+    result = check_case(random_fusion(RandomChooser(seed), max_steps=max_steps))
+    assert result.changed and result.problem is None
+
+
+def test_summand_magnitudes_are_the_sums_of_the_absolute_terms():
+    from eqsat.fuzz import summand_magnitudes
+
+    def centred_sum(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
+        centred = fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=fd.ops.shape(x), broadcast_dims=[]))
+        fd.add_output(fd.ops.sum(centred, dims=[0]))
+        fd.add_output(fd.ops.sum(fd.ops.mul(x, x), dims=[0]))
+
+    import torch
+    x = torch.tensor([1.0, -2.0, 4.0])
+    fusion = eqsat.ingest(centred_sum)
+    assert abs(float(eqsat.run_fusion(fusion, [x])[0])) < 1e-6
+    cancelling, squares = summand_magnitudes(fusion, [x])
+    assert float(cancelling) > 1.0 and float(squares) == 21.0
+
+
+@pytest.mark.parametrize("seed", range(0, 300, 6))
+def test_random_fusions_with_special_values_keep_nan_and_inf_without_reassociation(seed):
+    case = random_fusion(RandomChooser(seed), special=True)
+    result = check_case(case, reassociate=False)
+    assert result.exact and result.problem is None, f"{result.problem}\n{case!r}"
+
+
+@pytest.mark.parametrize("seed", range(1, 300, 6))
+def test_random_fusions_with_special_values(seed):
+    case = random_fusion(RandomChooser(seed), special=True)
+    assert check_case(case).problem is None, repr(case)
+
+
+def test_special_values_reach_the_inputs_and_constants():
+    import math
+    import torch
+
+    cases = [random_fusion(RandomChooser(s), special=True) for s in range(40)]
+    tensors = [x for c in cases for x in c.inputs if isinstance(x, torch.Tensor)]
+    assert any(x.isnan().any() for x in tensors) and any(x.isinf().any() for x in tensors)
+    assert any((x == 0).any() for x in tensors)
+    assert any(not math.isfinite(x) for c in cases for x in c.inputs if isinstance(x, float))
+    # the same fusions without special values, but for constants
+    plain = random_fusion(RandomChooser(3))
+    assert [x.shape for x in plain.inputs if isinstance(x, torch.Tensor)] == \
+        [x.shape for x in cases[3].inputs if isinstance(x, torch.Tensor)]
+
+
+def _times_one_case(x):
+    """A case whose fusion gives its input back (x * 1.0), run on ``x``."""
+    from eqsat.random_fusion import RandomCase
+
+    def times_one(fd):
+        t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(t, fd.define_scalar(1.0, dtype=DataType.Double)))
+
+    return RandomCase(eqsat.ingest(times_one), [x], [x], reduction_size=1)
+
+
+def test_the_judge_wants_nan_and_inf_in_place_where_the_rules_are_exact():
+    import math
+    import torch
+    from eqsat.fuzz import exact_on_special_values, output_problem
+    from eqsat.optimize import Report
+
+    want = torch.tensor([math.nan, 1.0, 2.0])
+    case = _times_one_case(want)
+    got = torch.tensor([math.inf, 1.0, 2.0])            # NaN turned into inf, as max(a+b) did
+    assert "NaN" in output_problem(case, got, want, 0, exact=True)
+    assert output_problem(case, got, want, 0, exact=False) is None
+    assert "max |difference|" in output_problem(case, torch.tensor([math.inf, 1.0, 3.0]), want, 0, exact=False)
+
+    report = Report.__new__(Report)
+    report.rules_fired = {"add-commutes": 2, "split-max-lowest-axis-first": 1, "max-of-sum-with-constant": 1}
+    report.rules = ["split-max-lowest-axis-first"]
+    assert exact_on_special_values(report)        # max-of-sum fired, but is not in the result
+    report.rules.append("max-of-sum-with-constant")
+    assert not exact_on_special_values(report)
+    report.rules, report.rules_fired["abs-of-nonnegative"] = [], 1
+    assert not exact_on_special_values(report)    # |a| = a: a one-level right side, never credited
+
+
+def test_a_nan_elsewhere_does_not_excuse_a_wrong_value():
+    """The float64 judge (is the optimized output as close to float64 as the original?) read a
+    NaN as an infinite error on both sides, and then excused every difference."""
+    import math
+    import torch
+    from eqsat.fuzz import output_problem
+
+    case = _times_one_case(torch.tensor([math.nan, 1.0]))
+    problem = output_problem(case, torch.tensor([math.nan, 2.0]), torch.tensor([math.nan, 1.0]), 0)
+    assert problem and problem.startswith("max |difference|")
+
+
+@pytest.fixture
+def max_of_product_without_its_flag():
+    """max-of-product-with-nonnegative-constant as it was before it was flagged."""
+    from eqsat.rules import RULES, rule
+
+    @rule("distributive")
+    def max_of_product_unflagged_for_test(k, a, c, R):
+        """Max_R(a*c) = Max_R(a)*c when c >= 0 lacks R (no flag: claims NaN and inf)."""
+        return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
+                [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
+
+    yield "max-of-product-unflagged-for-test"
+    del RULES["max-of-product-unflagged-for-test"]
+
+
+def test_the_fuzzer_with_special_values_catches_a_max_rule_that_turns_nan_into_a_number(
+        max_of_product_without_its_flag):
+    """The probe's finding, found by bench/fuzz.py --special (seed 263): max_j(a * exp(b)) with
+    b = -inf where a has inf is NaN; max_j(a) * exp(b) is a number."""
+    from eqsat.saturate import select_rules
+
+    unflagged = max_of_product_without_its_flag
+    case = random_fusion(RandomChooser(263), special=True)
+    strict = [n for n in select_rules(reassociate=False) if n != unflagged]
+    result = check_case(case, rules=[unflagged, *strict])
+    assert result.exact and result.problem and "NaNs in different places" in result.problem
+    assert check_case(case, rules=strict).problem is None
+    flagged = check_case(case, rules=[n for n in select_rules() if n != unflagged])
+    assert flagged.changed and not flagged.exact and flagged.problem is None   # finite places only
