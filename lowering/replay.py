@@ -57,6 +57,16 @@ def _for_classic(node: Node, fd: Any, scalars: dict[int, Any]) -> Node:
     return node.with_args(**changes) if changes else node
 
 
+def _classic_clamp(fd: Any, x: Any, low: Any, high: Any, *, dtype) -> Any:
+    """``clamp(x, low, high)`` for the classic frontend, whose ``clamp(Tensor, Scalar, Scalar)``
+    binding checks ``!validUse()`` and so refuses every call (nvFuser 0.2.35,
+    python_bindings.cpp). Written as nvFuser defines clamp (runtime/helpers.cu): ``min(max(x,
+    low), high)``, NaN propagated by both, the bounds in ``x``'s dtype. ``maximum`` computes a
+    half ``x`` in Float; rounding is monotone, so casting the result back gives clamp's value."""
+    y = fd.ops.minimum(fd.ops.maximum(x, low), high)
+    return fd.ops.cast(y, dtype=dtype)
+
+
 def _last_uses(fusion: Fusion) -> dict[int, int]:
     """value id -> the index of the last node that reads it (past the end for outputs)."""
     last: dict[int, int] = {}
@@ -95,6 +105,8 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
         try:
             if node.op == "define_vector" and style == "direct":
                 result = list(args[0])
+            elif node.op == "clamp" and style == "classic":
+                result = _classic_clamp(fd, *args, dtype=fusion.types[node.outputs[0]].dtype)
             elif name.startswith("define_"):
                 result = getattr(fd, name)(*args, **kwargs)
             else:

@@ -305,3 +305,21 @@ def test_an_unmodelled_keyword_is_an_error_at_its_line():
     with pytest.raises(eqsat.FusionError, match=r"line 6: fd.ops.cat: unexpected argument 'iter_type'"):
         read("    tv0 = fd.define_tensor(shape=[2], contiguity=[True], dtype=DataType.Float, is_cpu=False)\n"
              "    tv1 = fd.ops.cat([tv0, tv0], dim=0, iter_type=1)\n    fd.add_output(tv1)\n")
+
+
+def test_clamp_lowers_to_the_classic_frontend_as_max_then_min():
+    # the classic frontend's clamp(Tensor, Scalar, Scalar) refuses every call (seen on the H200,
+    # nvFuser 0.2.35: "Attempting to add to a completed definition!"); its source writes clamp
+    # as nvFuser's runtime defines it, min(max(x, low), high), in the input's dtype
+    def f(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=eqsat.DataType.BFloat16)
+        fd.add_output(fd.ops.clamp(x, -0.9, 2.0))
+
+    fusion = eqsat.from_function(f)
+    classic = fusion_source(fusion, "classic")
+    assert "fd.ops.clamp(" not in classic and "fd.ops.maximum(" in classic and "fd.ops.minimum(" in classic
+    x = torch.tensor([-3.0, -0.8984375, -0.90234375, 0.5, 2.5, float("nan"), float("inf")]).to(torch.bfloat16)
+    (got,) = run(eqsat.ingest(classic), x)
+    want = torch.clamp(x.float(), -0.9, 2.0).to(torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got.float().nan_to_num(7.0), want.float().nan_to_num(7.0))
