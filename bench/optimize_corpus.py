@@ -26,8 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", nargs="+", default=[str(shared / "corpus"), str(shared / "corpus_thunder")])
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    shapes = {"reduction_broadcast": (4096, 2048, 1024), "layernorm_amax": (16384, 4096)}
-    items = [(f"seed:{n}", eqsat.from_function(s.model_ref), s.make_inputs(*shapes[n], device="meta"))
+    items = [(f"seed:{n}", eqsat.from_function(s.model_ref), s.make_inputs(*s.demo_shape, device="meta"))
              for n, s in SEEDS.items()]
     for corpus in args.corpus:
         for path in sorted(pathlib.Path(corpus).glob("*.py")):

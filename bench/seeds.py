@@ -22,7 +22,8 @@ from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.seeds import SEEDS
 
 SHAPES = {"reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
-          "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)]}
+          "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)],
+          "rmsnorm_fp8": [(16384, 4096), (8192, 8192), (65536, 1024)]}
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,7 @@ from . import dtype_codes
 from .egraph import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean,
                      Min, Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub,
                      Sum, Tern, Term, Un, Var, cast_dtype, compute_dtype, dtype, float_code, floatify,
-                     floating, labels, nonneg, promote, sum_dtype)
+                     floating, labels, no_negative_zero, nonneg, promote, sum_dtype)
 from .terms import WEAK_FLOAT, WEAK_INT
 
 analysis = ruleset(name="analysis")
@@ -80,19 +80,22 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
     wraps around (|INT_MIN| < 0, 46341 * 46341 < 0 in Int32, sums and products of large
     non-negative integers, casts to narrower integers) are stated for floating results only;
     the others hold for every dtype."""
-    for u in (Exp, Sqrt, Rsqrt, Sigmoid):          # floating results whatever the operand
+    for u in (Exp, Sqrt, Sigmoid):                 # floating results whatever the operand
         yield rule(u(a)).then(nonneg(u(a)))
+    # rsqrt(-0.0), 1/-0.0, x/-0.0 and pow(-0.0, -1) are -inf: >= 0 only without -0.0
+    yield rule(Rsqrt(a), no_negative_zero(a)).then(nonneg(Rsqrt(a)))
     yield rule(Relu(a)).then(nonneg(Relu(a)))
     yield rule(Abs(a), floating(Abs(a))).then(nonneg(Abs(a)))
     yield rule(Mul(a, a), floating(Mul(a, a))).then(nonneg(Mul(a, a)))
     for op in (Add, Mul):
         yield rule(op(a, b), nonneg(a), nonneg(b), floating(op(a, b))).then(nonneg(op(a, b)))
-    yield rule(Pow(a, b), nonneg(a), floating(Pow(a, b))).then(nonneg(Pow(a, b)))
-    for op in (Div, Maximum, Minimum):             # no wrap-around (Div: both operands >= 0)
+    yield rule(Pow(a, b), nonneg(a), no_negative_zero(a), floating(Pow(a, b))).then(nonneg(Pow(a, b)))
+    for op in (Maximum, Minimum):                  # no wrap-around
         yield rule(op(a, b), nonneg(a), nonneg(b)).then(nonneg(op(a, b)))
+    yield rule(Div(a, b), nonneg(a), nonneg(b), no_negative_zero(b)).then(nonneg(Div(a, b)))
     yield rule(Maximum(a, b), nonneg(a)).then(nonneg(Maximum(a, b)))
     yield rule(Maximum(a, b), nonneg(b)).then(nonneg(Maximum(a, b)))
-    yield rule(Recip(a), nonneg(a)).then(nonneg(Recip(a)))
+    yield rule(Recip(a), nonneg(a), no_negative_zero(a)).then(nonneg(Recip(a)))
     yield rule(Cast(d, a), nonneg(a), floating(Cast(d, a))).then(nonneg(Cast(d, a)))
     for red in (Max, Min, Mean):
         yield rule(red(r, a), nonneg(a)).then(nonneg(red(r, a)))
@@ -100,3 +103,34 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
         yield rule(red(r, a), nonneg(a), floating(red(r, a))).then(nonneg(red(r, a)))
     yield rule(Var(r, c, a)).then(nonneg(Var(r, c, a)))
     yield rule(Extent(r)).then(nonneg(Extent(r)))
+
+
+@analysis.register
+def _zero_signs(a: Term, b: Term, r: i64, d: i64, f: f64, n: i64):
+    """``no_negative_zero``: no element is -0.0. A literal -0.0 is ``Neg(Num(0.0))``, so no
+    ``Num`` is one; a sum starts at +0.0 (and its terms, all multiples of the dtype's least
+    subnormal, never cancel to a nonzero tiny value); |x|, exp, sigmoid, rsqrt and x*x never
+    give -0.0; a + b is -0.0 only where both are. Where a result may round a tiny negative
+    value to -0.0 (a product, quotient, mean or narrowing cast), its operands must be >= 0."""
+    yield rule(Num(f)).then(no_negative_zero(Num(f)))
+    yield rule(Int(n)).then(no_negative_zero(Int(n)))
+    yield rule(Extent(r)).then(no_negative_zero(Extent(r)))
+    for u in (Abs, Exp, Sigmoid, Rsqrt):
+        yield rule(u(a)).then(no_negative_zero(u(a)))
+    yield rule(Mul(a, a)).then(no_negative_zero(Mul(a, a)))
+    yield rule(Sum(r, a)).then(no_negative_zero(Sum(r, a)))
+    yield rule(Add(a, b), no_negative_zero(a)).then(no_negative_zero(Add(a, b)))
+    yield rule(Add(a, b), no_negative_zero(b)).then(no_negative_zero(Add(a, b)))
+    for op in (Mul, Div):
+        yield rule(op(a, b), nonneg(a), nonneg(b), no_negative_zero(a), no_negative_zero(b)).then(
+            no_negative_zero(op(a, b)))
+    for op in (Maximum, Minimum):
+        yield rule(op(a, b), no_negative_zero(a), no_negative_zero(b)).then(no_negative_zero(op(a, b)))
+    for u in (Sqrt, Relu):
+        yield rule(u(a), no_negative_zero(a)).then(no_negative_zero(u(a)))
+    yield rule(Recip(a), nonneg(a), no_negative_zero(a)).then(no_negative_zero(Recip(a)))
+    for red in (Max, Min):
+        yield rule(red(r, a), no_negative_zero(a)).then(no_negative_zero(red(r, a)))
+    for red in (Mean, Prod):
+        yield rule(red(r, a), nonneg(a), no_negative_zero(a)).then(no_negative_zero(red(r, a)))
+    yield rule(Cast(d, a), nonneg(a), no_negative_zero(a)).then(no_negative_zero(Cast(d, a)))

@@ -3,7 +3,7 @@ analyses, and the dtype tables they read.
 
 Constructors are named as in :mod:`eqsat.terms`. Analyses are egglog functions filled by the
 rules of :mod:`eqsat.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
-``dtype`` (a dtype code), and the relations ``floating`` and ``nonneg``.
+``dtype`` (a dtype code), and the relations ``floating``, ``nonneg`` and ``no_negative_zero``.
 """
 from __future__ import annotations
 
@@ -95,6 +95,8 @@ def nonempty_labels() -> i64:
 
 floating = relation("floating", Term, egg_fn="floating")     # the class's dtype is a floating-point one
 nonneg = relation("nonneg", Term, egg_fn="nonneg")         # every element of the class is >= 0
+# no element of the class is -0.0 (which is >= 0, yet 1/-0.0 and rsqrt(-0.0) are -inf)
+no_negative_zero = relation("no_negative_zero", Term, egg_fn="no_negative_zero")
 
 
 # dtype tables, filled per e-graph with the codes that occur

@@ -52,14 +52,13 @@ def abs_of_abs(k, a):
     return k.Abs(k.Abs(a)), k.Abs(a), []
 
 
-@rule("algebra", special_values="the sign analysis takes rsqrt(-0.0) = -inf and 1/x of a "
-                                "-0.0 for >= 0 (eqsat/analysis.py), and |a| = a then turns "
-                                "+inf into -inf")
+@rule("algebra")
 def abs_of_nonnegative(k, a):
     """|a| = a when a >= 0 (an exp, a square, an earlier abs...).
 
-    Special values: NaN: kept (the sign analysis admits NaN: |NaN| is NaN). inf: exact only
-    where the analysis is (see the flag: rsqrt(-0.0) is -inf). Signed zero: not kept: a >= 0
+    Special values: NaN: kept (the sign analysis admits NaN: |NaN| is NaN). inf: exact: the
+    analysis takes rsqrt(x), 1/x, y/x and pow(x, y) for >= 0 only where x has no -0.0
+    (rsqrt(-0.0) is -inf: the ``no_negative_zero`` facts). Signed zero: not kept: a >= 0
     admits -0.0 (relu(-0.0) and sqrt(-0.0) are -0.0) and |-0.0| is +0.0. Integer overflow:
     the analysis states a >= 0 for integers only where nothing wraps (|INT_MIN| < 0)."""
     return k.Abs(a), a, [k.nonneg(a)]

@@ -100,9 +100,11 @@ def test_without_reassociation_the_max_rules_that_change_nan_are_not_applied(pat
     assert explore(given, contains=[rewritten], reassociate=False).contains == [False]
 
 
-def test_an_absolute_value_of_rsqrt_of_minus_zero_stays_plus_inf_without_reassociation():
-    """rsqrt(-0.0) is -inf, which the sign analysis takes for >= 0: |rsqrt(x)| = rsqrt(x)
-    would turn +inf into -inf. The rule is flagged until the analysis knows -0.0."""
+def test_an_absolute_value_of_rsqrt_of_minus_zero_stays_plus_inf():
+    """rsqrt(-0.0) is -inf, which the sign analysis took for >= 0: |rsqrt(x)| = rsqrt(x)
+    turned +inf into -inf. The analysis now states rsqrt(x) >= 0 only where x has no -0.0,
+    so the rule needs no flag, and the rewrite is made in no mode; where x is known to have
+    no -0.0 (x*x + 1), it still is."""
     def given(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
         fd.add_output(fd.ops.abs(fd.ops.rsqrt(x)))
@@ -115,6 +117,17 @@ def test_an_absolute_value_of_rsqrt_of_minus_zero_stays_plus_inf_without_reassoc
     assert eqsat.run_fusion(eqsat.ingest(given), [x])[0].tolist() == [math.inf, 0.5]
     assert eqsat.run_fusion(eqsat.ingest(rewritten), [x])[0].tolist() == [-math.inf, 0.5]
     assert explore(given, contains=[rewritten], reassociate=False).contains == [False]
+    assert explore(given, contains=[rewritten]).contains == [False]
+
+    def given_square(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.abs(fd.ops.rsqrt(fd.ops.add(fd.ops.mul(x, x), 1.0))))
+
+    def rewritten_square(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.rsqrt(fd.ops.add(fd.ops.mul(x, x), 1.0)))
+
+    assert explore(given_square, contains=[rewritten_square], reassociate=False).contains == [True]
 
 
 # -- integers that wrap around ------------------------------------------------------------------
