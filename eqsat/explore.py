@@ -8,11 +8,11 @@ from typing import Any, Iterable, Sequence
 from egglog import EggSmolError
 
 from .axes import TensorType
-from .egglog_text import run_text
+from .egglog_text import run_text, term_ref
 from .encode import Encoding, encode
 from .ingest import ingest
 from .ir import Fusion
-from .saturate import Limits, Saturation, select_rules, session, term_ref
+from .saturate import Limits, Saturation, select_rules, session
 from .terms import REDUCTIONS, TermGraph, bits
 
 

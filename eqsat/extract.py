@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cost import CostModel, Estimate, GNode, _topological
+from .egglog_text import NAME_TABLE
 from .terms import REDUCTIONS, SIGNATURES, TermGraph
 
 
@@ -35,8 +36,6 @@ def _class_id(value) -> int:
 
 
 def dump(eg) -> Dump:
-    from .saturate import NAME_TABLE
-
     raw = eg._egraph
     frozen = raw.freeze()
     out = Dump()

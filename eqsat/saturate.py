@@ -18,7 +18,7 @@ from typing import Iterable
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
 from .analysis import analysis
-from .egglog_text import run_text, term_text
+from .egglog_text import NAME_TABLE, named_program, run_text, term_ref
 from .egraph import Leaf, dtype_tables, labels
 from .encode import Encoding
 from .terms import TermGraph
@@ -237,30 +237,4 @@ def session() -> Session:
     return holder.session
 
 
-# Terms are named by rows of one table, (scope, term id) -> class, rather than by a ``let``
-# each: egglog makes every let a function of its own, and each later command and iteration
-# then costs time in proportion to the lets made (16 000 lets: 9 s to insert, not 0.8 s).
-NAME_TABLE = "term_name"
 INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
-
-
-def term_ref(scope: int, tid: int) -> str:
-    """The egglog expression of term ``tid`` of the graph inserted as ``scope``."""
-    return f"({NAME_TABLE} {scope} {tid})"
-
-
-def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: dict[int, int],
-                  nonneg: set[int] = frozenset(), terms: range | None = None) -> str:
-    """Each term of ``graph`` (or of ``terms``, ids in order) set as its name's row, and the
-    facts given for them."""
-    name = lambda t: term_ref(scope, t)  # noqa: E731
-    lines = []
-    for tid in range(len(graph.nodes)) if terms is None else terms:
-        lines.append(f"(set {name(tid)} {term_text(graph, tid, name)})")
-        if tid in labels:
-            lines.append(f"(set (labels {name(tid)}) {int(labels[tid])})")
-        if tid in dtypes:
-            lines.append(f"(set (dtype {name(tid)}) {int(dtypes[tid])})")
-        if tid in nonneg:
-            lines.append(f"(nonneg {name(tid)})")
-    return "\n".join(lines)

@@ -40,6 +40,15 @@ def reduction_broadcast_inputs(n=256, k=256, j=256, device="cpu", dtype=torch.fl
             torch.randn(n, j, generator=g, dtype=dtype).to(device)]
 
 
+def _amax(fd, y, split: bool):
+    """max |y| over both axes of a 2-D ``y``: at once, or (``split``) over axis 1, then 0."""
+    a = fd.ops.abs(y)
+    if split:
+        return fd.ops.max(fd.ops.max(a, dims=[1], keepdim=False, dtype=DataType.Null), dims=[0],
+                          keepdim=False, dtype=DataType.Null)
+    return fd.ops.max(a, dims=[0, 1], keepdim=False, dtype=DataType.Null)
+
+
 def _layernorm(fd, split: bool) -> None:
     eps = 1e-5
     x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
@@ -60,12 +69,7 @@ def _layernorm(fd, split: bool) -> None:
                                               broadcast_dims=[1]))
     y = fd.ops.add(y, fd.ops.broadcast_in_dim(fd.ops.cast(beta, dtype=DataType.Float), shape=shape,
                                               broadcast_dims=[1]))
-    a = fd.ops.abs(y)
-    if split:
-        amax = fd.ops.max(fd.ops.max(a, dims=[1], keepdim=False, dtype=DataType.Null), dims=[0],
-                          keepdim=False, dtype=DataType.Null)
-    else:
-        amax = fd.ops.max(a, dims=[0, 1], keepdim=False, dtype=DataType.Null)
+    amax = _amax(fd, y, split)
     fd.add_output(fd.ops.cast(y, dtype=DataType.BFloat16))
     fd.add_output(amax)
 
@@ -108,12 +112,7 @@ def _rmsnorm_fp8(fd, split: bool) -> None:
     y = fd.ops.mul(fd.ops.mul(xf, fd.ops.broadcast_in_dim(rstd, shape=shape, broadcast_dims=[0])),
                    fd.ops.broadcast_in_dim(fd.ops.cast(weight, dtype=DataType.Float), shape=shape,
                                            broadcast_dims=[1]))
-    a = fd.ops.abs(y)
-    if split:
-        amax = fd.ops.max(fd.ops.max(a, dims=[1], keepdim=False, dtype=DataType.Null), dims=[0],
-                          keepdim=False, dtype=DataType.Null)
-    else:
-        amax = fd.ops.max(a, dims=[0, 1], keepdim=False, dtype=DataType.Null)
+    amax = _amax(fd, y, split)
     scale = fd.ops.div(fd.define_scalar(E4M3_MAX, dtype=DataType.Double),
                        fd.ops.maximum(amax, fd.define_scalar(1e-12, dtype=DataType.Double)))
     q = fd.ops.mul(y, fd.ops.broadcast_in_dim(scale, shape=shape, broadcast_dims=[]))
