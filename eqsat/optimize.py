@@ -217,6 +217,9 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
         before = a.before or ex.base.estimate or Estimate()
         estimated = a.before is not None or ex.base.estimate is not None
         result, after, changed = _choose(fusion, a, ex, before, min_gain, deadline, lower_s, notes)
+        if changed and extents is None and deadline.left() >= a.before_s:
+            result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs, default_extent,
+                                                      prof, notes)
         fired = a.sat.fired if a.sat else {}
         credited = _credited_rules(ex.best.pick, a.roots, a.original, fired) if changed else []
         phases["extract"] += t_lower - t_extract
@@ -299,6 +302,20 @@ def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, min_gain: floa
     if why and not (ex.cut and ex.best.estimate is None):
         notes.append(why)
     return (fusion, before, False) if lowered is None else (lowered, ex.best.estimate, True)
+
+
+def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: Estimate, inputs,
+                     default_extent: int, prof, notes: list[str]) -> tuple[Fusion, Estimate, bool]:
+    """(the result, its estimate, whether it changed): the lowered fusion estimated afresh, as
+    ``estimate_fusion`` reads it, and kept only where that is below the input's estimate.
+    Lowering may add work that extraction did not score (a copy of an output that would
+    otherwise be the caller's input), so the optimized fusion is never estimated dearer."""
+    again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None).before
+    if again is None or again.time_us < before.time_us:
+        return lowered, again or after, True
+    notes.append(f"kept the input: the lowered candidate re-estimates at {again.time_us:.1f} us, "
+                 f"not below the input's {before.time_us:.1f} us")
+    return fusion, before, False
 
 
 def _lower_if_better(fusion: Fusion, a: "_Analysis", best, before: Estimate, min_gain: float,
