@@ -59,20 +59,30 @@ class TermLowering:
                 self.source.setdefault(label, (handle, pos))
 
     def extent(self, label: int):
+        """The extent of ``label``: its static extent as a number where the definition fixes
+        one (as the definition itself writes it: nothing for nvFuser to evaluate on the host),
+        else ``size`` of a value that carries the axis."""
+        static = self.types.extents.get(label)
+        if static is not None:
+            return static
         if label in self.source:
             handle, pos = self.source[label]
             return self.fd.ops.size(handle, dim=pos)
-        static = self.types.extents.get(label)
-        if static is not None:
-            return self.fd.define_scalar(static, dtype=DataType.Int)
         raise LoweringError(f"no value carries axis a{label}, so its extent is unknown")
 
     def extent_product(self, labels):
-        out = None
+        """The product of the extents of ``labels``, an Int scalar (static ones multiplied here)."""
+        static, symbolic = 1, []
         for label in labels:
             e = self.extent(label)
+            if isinstance(e, int):
+                static *= e
+            else:
+                symbolic.append(e)
+        out = self.fd.define_scalar(static, dtype=DataType.Int) if static != 1 or not symbolic else None
+        for e in symbolic:
             out = e if out is None else self.fd.ops.mul(out, e)
-        return out if out is not None else self.fd.define_scalar(1, dtype=DataType.Int)
+        return out
 
     # -- layouts -----------------------------------------------------------------------------
     def compact(self, handle, t: TensorType) -> Lowered:
@@ -122,7 +132,8 @@ class TermLowering:
         shape = []
         for i, d in enumerate(t.dims):
             if not d.broadcast:
-                shape.append(self.fd.ops.size(handle, dim=positions.index(i)))
+                static = self.types.extents.get(d.label)
+                shape.append(static if static is not None else self.fd.ops.size(handle, dim=positions.index(i)))
             elif self.types.extents.get(d.label) == 1:
                 shape.append(1)
             else:

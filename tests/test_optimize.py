@@ -198,3 +198,23 @@ def test_a_sum_over_a_broadcast_dim_is_a_squeeze_not_a_kernel():
 
     est = eqsat.estimate_fusion(fusion, [torch.empty(1024, 4096, device="meta")])
     assert [k.kind for k in est.kernels] == ["normalization"]
+
+
+def test_static_extents_are_lowered_as_numbers_not_size_ops():
+    # as Thunder writes its fusions: every extent static. The optimized definition writes them
+    # as numbers too, leaving nvFuser no size to evaluate on the host for each call
+    n, k, j = 2048, 1024, 512
+
+    def static(fd):
+        x = fd.define_tensor(shape=[n, k], contiguity=[True, True], dtype=DataType.Float)
+        b = fd.define_tensor(shape=[n, j], contiguity=[True, True], dtype=DataType.Float)
+        xb = fd.ops.broadcast_in_dim(x, shape=[n, k, j], broadcast_dims=[0, 1])
+        bb = fd.ops.broadcast_in_dim(b, shape=[n, k, j], broadcast_dims=[0, 2])
+        fd.add_output(fd.ops.sum(fd.ops.mul(xb, bb), dims=[1]))
+
+    opt = optimize_fusion(static)
+    assert opt.report.changed and "size" not in opt.fusion.ops()
+    assert f"shape=[{n}, {j}]" in opt.source
+    x, b = torch.randn(n, k), torch.randn(n, j)
+    torch.testing.assert_close(eqsat.run_fusion(opt.fusion, [x, b])[0],
+                               (x.double().sum(1, keepdim=True) * b.double()).float(), rtol=1e-5, atol=1e-3)
