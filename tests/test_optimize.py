@@ -201,20 +201,23 @@ def test_a_sum_over_a_broadcast_dim_is_a_squeeze_not_a_kernel():
 
 
 def test_static_extents_are_lowered_as_numbers_not_size_ops():
-    # as Thunder writes its fusions: every extent static. The optimized definition writes them
-    # as numbers too, leaving nvFuser no size to evaluate on the host for each call
+    # as Thunder writes its fusions: every extent static, slices' too. The optimized definition
+    # writes them as numbers, leaving nvFuser no size to evaluate on the host for each call
     n, k, j = 2048, 1024, 512
 
     def static(fd):
-        x = fd.define_tensor(shape=[n, k], contiguity=[True, True], dtype=DataType.Float)
+        x0 = fd.define_tensor(shape=[n, k + 8], contiguity=[True, True], dtype=DataType.Float)
+        x = fd.ops.slice(x0, start_indices=[0, 8], end_indices=[n, k + 8], strides=[1, 1])
         b = fd.define_tensor(shape=[n, j], contiguity=[True, True], dtype=DataType.Float)
         xb = fd.ops.broadcast_in_dim(x, shape=[n, k, j], broadcast_dims=[0, 1])
         bb = fd.ops.broadcast_in_dim(b, shape=[n, k, j], broadcast_dims=[0, 2])
         fd.add_output(fd.ops.sum(fd.ops.mul(xb, bb), dims=[1]))
+        fd.add_output(fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[1]), shape=[n, k], broadcast_dims=[0]))
 
     opt = optimize_fusion(static)
     assert opt.report.changed and "size" not in opt.fusion.ops()
-    assert f"shape=[{n}, {j}]" in opt.source
-    x, b = torch.randn(n, k), torch.randn(n, j)
-    torch.testing.assert_close(eqsat.run_fusion(opt.fusion, [x, b])[0],
-                               (x.double().sum(1, keepdim=True) * b.double()).float(), rtol=1e-5, atol=1e-3)
+    x0, b = torch.randn(n, k + 8), torch.randn(n, j)
+    rows = x0[:, 8:].double().sum(1, keepdim=True)
+    got = eqsat.run_fusion(opt.fusion, [x0, b])
+    torch.testing.assert_close(got[0], (rows * b.double()).float(), rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(got[1], rows.expand(n, k).float(), rtol=1e-5, atol=1e-3)
