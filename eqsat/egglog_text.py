@@ -68,8 +68,10 @@ def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: 
 
 
 # Commands per parse: egglog's parse_program and run_program grow faster than linearly in the
-# number of commands of one call (4000 lets: 5 s in one call, 0.3 s in chunks of 100).
-CHUNK = 100
+# number of commands of one call (4000 lets: 5 s in one call, 0.3 s in chunks of 100); with
+# terms named by table rows, 25 is quicker still (a 20 000-op chain: 1.38 s to encode in
+# chunks of 100, 0.95 s in chunks of 25; bench/large.py).
+CHUNK = 25
 
 
 def run_text(eg: EGraph, text: str) -> None:
