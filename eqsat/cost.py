@@ -34,6 +34,7 @@ count and bytes are not additive over nodes:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from .dtypes import ITEMSIZE
@@ -128,7 +129,13 @@ def _counted(ops):
     return [f"{op}×{n}" if n > 1 else op for op, n in counts.items()]
 
 
+class EstimateCut(Exception):
+    """An estimate stopped at ``CostModel.until``: no reading of the candidate."""
+
+
 class CostModel:
+    until: float | None = None          # a perf_counter time an estimate stops at (EstimateCut)
+
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
                  outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None):
@@ -311,7 +318,9 @@ class CostModel:
             changed, passes = True, 0
             while changed and passes < 2:      # in topological order one pass nearly always does
                 changed, passes = False, passes + 1
-                for n, c in pairs:
+                for i, (n, c) in enumerate(pairs):
+                    if self.until is not None and i % 256 == 0 and time.perf_counter() > self.until:
+                        raise EstimateCut("the deadline passed during an estimate")
                     a, b = find(n), find(c)
                     if a == b or (pointwise_only and (keys[a] or keys[b])):
                         continue

@@ -64,6 +64,9 @@ class Encoding:
         return m
 
 
+FACT_STRIDE = 32
+
+
 def _code(t) -> int | None:
     if isinstance(t, TensorType):
         return DTYPE_CODE[t.dtype] if t.dtype is not None else None
@@ -79,6 +82,7 @@ class _Encoder:
         self.extents = {**{k: v for k, v in self.types.extents.items() if v is not None}, **(extents or {})}
         self.enc = Encoding(fusion)
         self.g = self.enc.graph
+        self.depths: list[int] = []          # term id -> longest path from a leaf (known_facts)
 
     # -- helpers -----------------------------------------------------------------------------
     def unit(self, dim) -> bool:
@@ -194,6 +198,27 @@ class _Encoder:
             return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
         return None
 
+    def depth(self, tid: int) -> int:
+        """The longest path from a leaf to term ``tid`` (kids precede their parents)."""
+        for i in range(len(self.depths), tid + 1):
+            self.depths.append(1 + max((self.depths[k] for k in self.g[i].kids), default=0))
+        return self.depths[tid]
+
+    def known_facts(self, tid: int, t) -> None:
+        """The labels and dtype the IR gives the term of a value, stated with it at every
+        ``FACT_STRIDE``-th level of depth: the analyses derive the same, but one egglog
+        iteration per level (20 000 on a long chain); stated every so often, they need no
+        more iterations than the stride, for a few more commands to insert."""
+        if self.depth(tid) % FACT_STRIDE:
+            return
+        if isinstance(t, TensorType) and t.known:
+            self.enc.labels.setdefault(tid, self.enc.mask(t.labels))
+        elif isinstance(t, ScalarType):
+            self.enc.labels.setdefault(tid, 0)
+        code = _code(t)
+        if code is not None:
+            self.enc.dtype.setdefault(tid, code)
+
     def generic(self, tid: int, node: Node) -> int:
         """Generic constructors (Un/Bin/Tern) get their labels and dtype from the IR."""
         t = self.types[node.outputs[0]]
@@ -229,6 +254,7 @@ class _Encoder:
                 t = self.types[v]
                 if isinstance(t, TensorType):
                     self.note_order(tid, t)
+                self.known_facts(tid, t)
         for out in self.f.outputs:
             self.enc.roots[out.value] = self.enc.term_of[out.value]
         return self.enc

@@ -15,7 +15,7 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-from .cost import CostModel, Estimate, GNode, _topological
+from .cost import CostModel, Estimate, EstimateCut, GNode, _topological
 from .egglog_text import NAME_TABLE
 from .terms import REDUCTIONS, SIGNATURES, TermGraph
 
@@ -154,8 +154,12 @@ class _Scorer:
 
     def __call__(self, pick: dict[int, GNode]) -> Estimate | None:
         began = time.perf_counter()
+        self.model.until = self.until
         try:
             return _evaluate(pick, self.roots, self.model)
+        except EstimateCut:
+            self.cut = True
+            return None
         finally:
             self.longest = max(self.longest, time.perf_counter() - began)
 

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from .axes import TensorType
-from .cost import CostModel, Estimate, GNode
+from .cost import CostModel, Estimate, EstimateCut, GNode
 from .encode import encode
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
@@ -409,7 +409,11 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
         a.cut = "the estimate of the input"
     else:
         estimating = time.perf_counter()
-        a.before = _estimate_input(fusion, enc, d, a)
+        a.model.until = deadline.at
+        try:
+            a.before = _estimate_input(fusion, enc, d, a)
+        except EstimateCut:
+            a.cut = "the estimate of the input"
         a.before_s = time.perf_counter() - estimating
     phases["extract"] = time.perf_counter() - saturated      # the dump, and the input's estimate
     return a
