@@ -221,12 +221,8 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
         t_lower = time.perf_counter()
         before = a.before or ex.base.estimate or Estimate()
         estimated = a.before is not None or ex.base.estimate is not None
-        result, after, changed = _choose(fusion, a, ex, before, min_gain, deadline, lower_s, notes)
-        fired = a.sat.fired if a.sat else {}
-        credited = _credited_rules(ex.best.pick, a.roots, a.original, fired) if changed else []
-        if changed and not credited and not relower:
-            result, after, changed = fusion, before, False
-            notes.append(UNCREDITED_NOTE)
+        result, after, changed, credited = _choose(fusion, a, ex, before, min_gain, deadline, lower_s,
+                                                   relower, notes)
         if changed and extents is None and deadline.left() >= a.before_s:
             result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs, default_extent,
                                                       prof, notes)
@@ -299,18 +295,22 @@ def _analysis_notes(a: "_Analysis", limits: Limits, deadline: Deadline) -> list[
 
 
 def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, min_gain: float, deadline: Deadline,
-            lower_s: float, notes: list[str]) -> tuple[Fusion, Estimate, bool]:
-    """(the result, its estimate, whether it changed): the best candidate lowered where it is
-    predicted to save at least ``min_gain`` and the deadline leaves the ``lower_s`` seconds
-    lowering is expected to take, else the input. Appends to ``notes`` where the deadline cut
-    extraction and why the input was kept."""
-    lowered, why = _lower_if_better(fusion, a, ex.best, before, min_gain, deadline, lower_s)
+            lower_s: float, relower: bool, notes: list[str]) -> tuple[Fusion, Estimate, bool, list[str]]:
+    """(the result, its estimate, whether it changed, the rules credited with it): the best
+    candidate lowered where it is predicted to save at least ``min_gain``, a creditable rewrite
+    shaped it (or ``relower``), and the deadline leaves the ``lower_s`` seconds lowering is
+    expected to take, else the input. Appends to ``notes`` where the deadline cut extraction
+    and why the input was kept."""
+    lowered, why, credited = _lower_if_better(fusion, a, ex.best, before, min_gain, deadline, lower_s,
+                                              relower)
     if ex.cut:
         notes.append(deadline.note("extraction", "kept the input" if lowered is None else
                                    "kept the best candidate scored by then"))
     if why and not (ex.cut and ex.best.estimate is None):
         notes.append(why)
-    return (fusion, before, False) if lowered is None else (lowered, ex.best.estimate, True)
+    if lowered is None:
+        return fusion, before, False, []
+    return lowered, ex.best.estimate, True, credited
 
 
 # A result that no creditable rewrite shaped (only identities such as cast-to-own-dtype and the
@@ -338,22 +338,26 @@ def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: E
 
 
 def _lower_if_better(fusion: Fusion, a: "_Analysis", best, before: Estimate, min_gain: float,
-                     deadline: Deadline, lower_s: float) -> tuple[Fusion | None, str]:
-    """The best candidate lowered, or None and why ("" where it is no better than the input)."""
+                     deadline: Deadline, lower_s: float, relower: bool) -> tuple[Fusion | None, str, list[str]]:
+    """The best candidate lowered and the rules credited with it, or None and why ("" where it
+    is no better than the input)."""
     if best.estimate is None:
-        return None, "kept the input: the cost model could not score it"
+        return None, "kept the input: the cost model could not score it", []
     gain = 1 - best.score / before.time_us if before.time_us > 0 else 0.0
     if gain <= 0:
-        return None, ""
+        return None, "", []
     if gain < max(min_gain, 1e-6):
         return None, (f"kept the input: the best candidate saves {gain:.1%} of the predicted time, "
-                      f"less than min_gain={min_gain:.0%}")
+                      f"less than min_gain={min_gain:.0%}"), []
+    credited = _credited_rules(best.pick, a.roots, a.original, a.sat.fired if a.sat else {})
+    if not credited and not relower:
+        return None, UNCREDITED_NOTE, []
     if deadline.left() < lower_s:
-        return None, deadline.note("lowering", "kept the input")
+        return None, deadline.note("lowering", "kept the input"), []
     try:
-        return _lower_choice(fusion, a.enc, best.pick, a.roots, a.cls), ""
+        return _lower_choice(fusion, a.enc, best.pick, a.roots, a.cls), "", credited
     except FusionError as err:
-        return None, f"kept the input: the best candidate did not lower ({err})"
+        return None, f"kept the input: the best candidate did not lower ({err})", []
 
 
 def _limit_text(limits: Limits, stop: str) -> str:

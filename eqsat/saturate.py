@@ -24,6 +24,7 @@ from .encode import Encoding
 from .terms import TermGraph
 
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
+INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
 
 
 @dataclass
@@ -236,5 +237,3 @@ def session() -> Session:
         holder = _local.holder = _SessionHolder()
     return holder.session
 
-
-INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
