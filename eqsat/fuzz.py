@@ -53,13 +53,7 @@ def exact_on_special_values(report) -> bool:
     from .rules import RULES
 
     inexact = [RULES[n] for n in report.rules_fired if n in RULES and not RULES[n].exact_on_special_values]
-    return all(r.name not in report.rules and _creditable(r) for r in inexact)
-
-
-def _creditable(rule) -> bool:
-    """The report can credit ``rule``: its right side has two constructor levels or more."""
-    shape = rule.rhs_shape()
-    return shape is not None and any(isinstance(k, tuple) for k in shape[1:])
+    return all(r.name not in report.rules and r.creditable for r in inexact)
 
 
 def output_problem(case: RandomCase, got, want, i: int, summands=None, exact: bool = True) -> str | None:

@@ -500,9 +500,9 @@ def _credited_rules(pick, roots, original, fired) -> list[str]:
 
     out = []
     for name in fired:
-        shape = RULES[name].rhs_shape() if name in RULES else None
-        if shape is None or not any(isinstance(k, tuple) for k in shape[1:]):
-            continue            # identities and one-level rewrites are not credited
+        if name not in RULES or not RULES[name].creditable:
+            continue
+        shape = RULES[name].rhs_shape()
         if any(matches(c, shape) for c, _ in new):
             out.append(name)
     return sorted(out)

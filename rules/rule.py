@@ -69,6 +69,14 @@ class Rule:
         _, rhs, _ = self.fn(k, *[_Mask() if n[0].isupper() else _Hole() for n in self.variables])
         return rhs.shape if isinstance(rhs, _Shape) else None
 
+    @property
+    def creditable(self) -> bool:
+        """A report can credit the rule with a result: its right side has two constructor
+        levels or more, a shape to find there (an identity's or a one-level right side is a
+        node the input may already have)."""
+        shape = self.rhs_shape()
+        return shape is not None and any(isinstance(k, tuple) for k in shape[1:])
+
 
 class _Hole:
     """A term variable while reading a rule's shape."""
