@@ -145,6 +145,7 @@ class CostModel:
         self.outputs = outputs          # the fusion's output classes (None: every root)
         self.aliased = aliased          # outputs written into an input (add_output(t, alias))
         self.inner = inner or {}        # class -> the label of its innermost (last logical) dim
+        self._numel: dict[int, int] = {}
 
     def linked(self, nodes: dict, links: dict | None = None) -> tuple[dict, dict[int, tuple[int, ...]]]:
         """``nodes`` with each kept op's output leaf as a pointwise node on its inputs, and the
@@ -162,7 +163,10 @@ class CostModel:
         return out, barriers
 
     def numel(self, mask: int) -> int:
-        return math.prod(self.extents.get(b, 1) for b in bits(mask))
+        n = self._numel.get(mask)
+        if n is None:
+            n = self._numel[mask] = math.prod(self.extents.get(b, 1) for b in bits(mask))
+        return n
 
     def nbytes(self, node: GNode) -> int:
         if node.is_scalar:

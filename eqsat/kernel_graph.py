@@ -4,8 +4,13 @@ Each group is a kernel in the making; an edge runs from a group to one that read
 computes. Two groups may merge only if no path leads from one to the other through a third
 (the merged kernel would then wait on a kernel that waits on it). The graph keeps a
 topological index per group and restores it after each merge (Pearce and Kelly's dynamic
-topological order), so a check only visits the groups whose index lies between the two:
-exact, and cheap for the merges along edges that nearly all merges are.
+topological order), so a search only visits the groups whose index lies between the two.
+
+Both searches run from the two ends at once and stop when either end runs out: the cost is
+that of the smaller side. A merge where one side is empty (a long sum chain taking one more
+block, a fan-out taking one more reader) moves no other group: the merged group takes the
+slot of the end whose side is empty, and the other slot stays vacant (indices need only
+keep their order, not be contiguous).
 """
 from __future__ import annotations
 
@@ -35,6 +40,44 @@ class KernelGraph:
         a, b = self.find(a), self.find(b)
         return (a, b) if self.index[a] <= self.index[b] else (b, a)
 
+    def _sides(self, a: int, b: int, stop_at_meeting: bool):
+        """Search forward from ``a`` and backward from ``b`` (``a`` before ``b``) through the
+        groups between them, one edge each in turn. Returns ``(down, up, met)``: the groups
+        reached from ``a`` and those reaching ``b``, either of them None where the other ran
+        out first (only the side that ran out is complete), and whether a path a -> x -> b
+        was seen (the search stops there if ``stop_at_meeting``)."""
+        index, lo, hi = self.index, self.index[a], self.index[b]
+        sides = [(set(), [iter(self.succ[a])], self.succ, b, lambda i: i < hi),
+                 (set(), [iter(self.pred[b])], self.pred, a, lambda i: i > lo)]
+        met = False
+        while True:
+            for side, (seen, stack, step, goal, inside) in enumerate(sides):
+                while stack:
+                    y = next(stack[-1], None)
+                    if y is not None:
+                        break
+                    stack.pop()
+                else:
+                    done = [sides[0][0], sides[1][0]]
+                    done[1 - side] = None
+                    return done[0], done[1], met
+                if y == goal:
+                    if len(stack) > 1:          # through another group, not the edge a -> b
+                        met = True
+                        if stop_at_meeting:
+                            return None, None, True
+                elif y not in seen and inside(index[y]):
+                    seen.add(y)
+                    stack.append(iter(step[y]))
+
+    def would_cycle(self, a: int, b: int) -> bool:
+        """Would merging the groups of ``a`` and ``b`` close a cycle (a path between them
+        through another group)?"""
+        a, b = self._ordered(a, b)
+        if a == b:
+            return False
+        return self._sides(a, b, stop_at_meeting=True)[2]
+
     def _reach(self, start: int, step: dict, inside) -> set[int]:
         """Groups reached from ``start`` along ``step`` while ``inside(index)`` holds."""
         seen, stack = set(), [x for x in step[start] if inside(self.index[x])]
@@ -46,39 +89,42 @@ class KernelGraph:
             stack.extend(y for y in step[x] if y not in seen and inside(self.index[y]))
         return seen
 
-    def would_cycle(self, a: int, b: int) -> bool:
-        """Would merging the groups of ``a`` and ``b`` close a cycle (a path between them
-        through another group)?"""
-        a, b = self._ordered(a, b)
-        if a == b:
-            return False
-        hi = self.index[b]
-        between = self._reach(a, self.succ, lambda i: i < hi)    # only these can lie on a path
-        return any(b in self.succ[x] for x in between)
-
     def merge(self, a: int, b: int) -> tuple[int, int]:
         """Merge the groups of ``a`` and ``b`` (``would_cycle`` must be False); returns
-        (the group that remains, the group merged into it)."""
+        (the group that remains, the group merged into it): the one with more edges remains,
+        so that a group many others merge into is not copied each time."""
         a, b = self._ordered(a, b)
         lo, hi = self.index[a], self.index[b]
-        down = self._reach(a, self.succ, lambda i: i < hi)        # after a, not reaching b
-        up = self._reach(b, self.pred, lambda i: i > lo)          # before b, not reached from a
-        moved = sorted(up, key=self.index.get) + [a] + sorted(down, key=self.index.get)
-        slots = sorted(self.index[g] for g in moved)
-        for g, slot in zip(moved, slots):
-            self.index[g] = slot
-        del self.index[b]
-        self._parent[b] = a
-        for x in self.succ.pop(b):
-            self.pred[x].discard(b)
-            if x != a:
-                self.pred[x].add(a)
-                self.succ[a].add(x)
-        for x in self.pred.pop(b):
-            self.succ[x].discard(b)
-            if x != a:
-                self.succ[x].add(a)
-                self.pred[a].add(x)
-        self.succ[a].discard(b)
-        self.pred[a].discard(b)
-        return a, b
+        down, up, _ = self._sides(a, b, stop_at_meeting=False)
+        if down is not None and not down:       # nothing after a needs to stay after it
+            slot = hi
+        elif up is not None and not up:         # nothing before b needs to stay before it
+            slot = lo
+        else:                                   # Pearce-Kelly: up, the merged group, down
+            if down is None:
+                down = self._reach(a, self.succ, lambda i: i < hi)
+            if up is None:
+                up = self._reach(b, self.pred, lambda i: i > lo)
+            moved = sorted(up, key=self.index.get) + [a] + sorted(down, key=self.index.get)
+            slots = sorted(self.index[g] for g in moved)
+            for g, s in zip(moved, slots):
+                self.index[g] = s
+            slot = self.index[a]
+        keep, gone = (a, b) if len(self.succ[a]) + len(self.pred[a]) >= len(self.succ[b]) + len(self.pred[b]) \
+            else (b, a)
+        del self.index[gone]
+        self.index[keep] = slot
+        self._parent[gone] = keep
+        for x in self.succ.pop(gone):
+            self.pred[x].discard(gone)
+            if x != keep:
+                self.pred[x].add(keep)
+                self.succ[keep].add(x)
+        for x in self.pred.pop(gone):
+            self.succ[x].discard(gone)
+            if x != keep:
+                self.succ[x].add(keep)
+                self.pred[keep].add(x)
+        self.succ[keep].discard(gone)
+        self.pred[keep].discard(gone)
+        return keep, gone

@@ -223,9 +223,13 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
         estimated = a.before is not None or ex.base.estimate is not None
         result, after, changed, credited = _choose(fusion, a, ex, before, min_gain, deadline, lower_s,
                                                    relower, notes)
-        if changed and extents is None and deadline.left() >= a.before_s:
-            result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs, default_extent,
-                                                      prof, notes)
+        if changed and extents is None:
+            if deadline.left() >= a.phases["encode"] + a.before_s:     # reading it again, then its estimate
+                result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs,
+                                                          default_extent, prof, notes)
+            else:
+                result, after, changed = fusion, before, False
+                notes.append(deadline.note("the fresh estimate of the lowered candidate", "kept the input"))
         credited = credited if changed else []
         phases["extract"] += t_lower - t_extract
         phases["lower"] = time.perf_counter() - t_lower

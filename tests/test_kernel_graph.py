@@ -66,3 +66,34 @@ def test_would_cycle_is_exact_and_the_order_stays_topological(case):
             for y in ys:
                 assert kg.index[x] < kg.index[y], "merged order is not topological"
         assert sorted(set(group.values()), key=kg.index.get) == sorted(kg.index, key=kg.index.get)
+
+
+class _CountingSet(set):
+    """A set that counts the elements iterated over (the work a search does)."""
+    visits = 0
+
+    def __iter__(self):
+        for x in super().__iter__():
+            _CountingSet.visits += 1
+            yield x
+
+
+def test_merging_many_groups_into_one_moves_no_other_group_and_walks_no_side_twice():
+    """A long chain of sums: block i's sum and the sum-of-sums merge, 2000 times over. The merged
+    group takes the slot of the end whose side is empty; the searches stop at the empty side, so
+    the work is linear in the merges, not in merges x blocks (the old search walked every
+    remaining block at each merge: some 2 million visits here)."""
+    n = 2000
+    hub = n
+    kg = KernelGraph(list(range(n + 1)), [(i, hub) for i in range(n)])
+    kg.succ = {k: _CountingSet(v) for k, v in kg.succ.items()}
+    kg.pred = {k: _CountingSet(v) for k, v in kg.pred.items()}
+    _CountingSet.visits = 0
+    for i in range(n):
+        others = {g: kg.index[g] for g in range(i + 1, n)}
+        assert not kg.would_cycle(i, hub)
+        kg.merge(i, hub)
+        if i % 97 == 0:
+            assert {g: kg.index[g] for g in others} == others
+    assert len({kg.find(g) for g in range(n + 1)}) == 1
+    assert _CountingSet.visits < 20 * n
