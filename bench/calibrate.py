@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 import eqsat
-from eqsat.dtypes import DataType
-from eqsat.profile import KINDS, load_profile
-from eqsat.seeds import reduction_broadcast_ref
+from eqsat.ir.dtypes import DataType
+from eqsat.cost.profile import KINDS, load_profile
+from eqsat.testing.seeds import reduction_broadcast_ref
 
 F32 = DataType.Float
 

@@ -55,7 +55,7 @@ def _measure(fd, inputs, runs):
 
 def _outputs(fd, inputs):
     """Outputs, then the tensor inputs as the run left them (aliased outputs land there)."""
-    from eqsat.devices import fresh_copies
+    from eqsat.reference.devices import fresh_copies
 
     inputs = fresh_copies(inputs)
     return list(fd.execute(inputs)) + [x for x in inputs if hasattr(x, "shape")]
@@ -63,9 +63,9 @@ def _outputs(fd, inputs):
 
 def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     import torch
-    from eqsat.compare import mismatch, output_rtols
-    from eqsat.devices import to_device
-    from eqsat.index_inputs import in_range_inputs
+    from eqsat.reference.compare import mismatch, output_rtols
+    from eqsat.reference.devices import to_device
+    from eqsat.reference.index_inputs import in_range_inputs
     from eqsat.lowering.nvfuser import as_given
 
     repro = eqsat.from_file(path)

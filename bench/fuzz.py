@@ -20,8 +20,8 @@ import sys
 import time
 import traceback
 
-from eqsat.fuzz import check_case
-from eqsat.random_fusion import RandomChooser, random_fusion
+from eqsat.testing.fuzz import check_case
+from eqsat.testing.random_fusion import RandomChooser, random_fusion
 
 
 def main(argv=None) -> int:

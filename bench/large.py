@@ -26,7 +26,7 @@ import torch
 
 import eqsat
 from eqsat import DataType
-from eqsat.compare import mismatch
+from eqsat.reference.compare import mismatch
 
 
 def chain(ops: int):

@@ -16,7 +16,7 @@ import sys
 import time
 
 import eqsat
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
 
 def main(argv=None) -> int:

@@ -14,8 +14,8 @@ import sys
 import time
 
 import eqsat
-from eqsat.explore import explore
-from eqsat.seeds import SEEDS
+from eqsat.egraph.explore import explore
+from eqsat.testing.seeds import SEEDS
 
 
 def main(argv=None) -> int:

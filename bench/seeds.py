@@ -19,7 +19,7 @@ from gpu_timing import copy_bandwidth, kernel_count_and_time, throughput_us, tim
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
 SHAPES = {"reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
           "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)],

@@ -5,16 +5,16 @@ import argparse
 import sys
 
 from .errors import FusionError
-from .ir import FRONTENDS
+from eqsat.ir.fusion import FRONTENDS
 from .optimize import DEADLINE_S, MIN_GAIN
 
 
 def _demo(args) -> int:
-    from .ingest import from_function
+    from eqsat.frontend.ingest import from_function
     from .optimize import optimize_fusion
-    from .seeds import SEEDS
-    from .torch_executor import run_fusion
-    from .compare import mismatch
+    from eqsat.testing.seeds import SEEDS
+    from eqsat.reference.torch_executor import run_fusion
+    from eqsat.reference.compare import mismatch
 
     status = 0
     for seed in SEEDS.values():
@@ -38,7 +38,7 @@ def _demo(args) -> int:
 
 
 def _load_with_inputs(path, device, trust=False):
-    from .ingest import from_file
+    from eqsat.frontend.ingest import from_file
 
     repro = from_file(path, device=device, trust=trust)
     if repro.inputs is None:
@@ -71,10 +71,10 @@ def _optimize_cmd(args) -> int:
 
 
 def _check_cmd(args) -> int:
-    from .compare import mismatch
-    from .devices import fresh_copies
+    from eqsat.reference.compare import mismatch
+    from eqsat.reference.devices import fresh_copies
     from .optimize import optimize_fusion
-    from .torch_executor import run_fusion
+    from eqsat.reference.torch_executor import run_fusion
 
     repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu", args.trust)   # torch runs on CPU
     opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate,
@@ -101,8 +101,8 @@ def _check_cmd(args) -> int:
 
 
 def _show(args) -> int:
-    from .ingest import from_file
-    from .lowering.source import fusion_source
+    from eqsat.frontend.ingest import from_file
+    from eqsat.lowering.source import fusion_source
 
     repro = from_file(args.file, inputs=args.run, trust=args.trust)
     print(repro.fusion)
@@ -110,7 +110,7 @@ def _show(args) -> int:
         print()
         print(fusion_source(repro.fusion, args.style))
     if args.run and repro.inputs is not None:
-        from .torch_executor import run_fusion
+        from eqsat.reference.torch_executor import run_fusion
 
         for i, out in enumerate(run_fusion(repro.fusion, repro.inputs, seed=0)):
             print(f"output {i}: {out.dtype} {tuple(out.shape)}")
@@ -131,7 +131,7 @@ def _rules_list(args) -> int:
 
 
 def _rules_verify(args) -> int:
-    from .verify import verify
+    from eqsat.rules.verify import verify
 
     try:
         verdicts = verify(args.names, cases=args.cases, seed=args.seed)

@@ -15,9 +15,9 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-from .cost import CostModel, Estimate, EstimateCut, GNode, _topological
-from .egglog_text import NAME_TABLE
-from .terms import REDUCTIONS, SIGNATURES, TermGraph
+from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode, _topological
+from eqsat.egraph.egglog_text import NAME_TABLE
+from eqsat.egraph.terms import REDUCTIONS, SIGNATURES, TermGraph
 
 
 @dataclass

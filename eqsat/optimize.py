@@ -10,16 +10,16 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from .axes import TensorType
-from .cost import CostModel, Estimate, EstimateCut, GNode
-from .encode import encode
+from eqsat.ir.axes import TensorType
+from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
+from eqsat.egraph.encode import encode
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
-from .ingest import ingest
-from .ir import Fusion
-from .profile import load_profile
-from .saturate import Limits, select_rules, session
-from .torch_executor import check_tensor_input, run_fusion
+from eqsat.frontend.ingest import ingest
+from eqsat.ir.fusion import Fusion
+from eqsat.cost.profile import load_profile
+from eqsat.egraph.saturate import Limits, select_rules, session
+from eqsat.reference.torch_executor import check_tensor_input, run_fusion
 
 DEFAULT_EXTENT = 1024     # the extent assumed for a symbolic axis when no inputs are given
 # The least predicted saving worth a change. On the H200 corpus run (bench/results), the three
@@ -129,7 +129,7 @@ class OptimizedFusion:
     @property
     def source(self) -> str:
         """The optimized definition in the print style of its frontend."""
-        from .lowering.source import fusion_source
+        from eqsat.lowering.source import fusion_source
 
         return fusion_source(self.fusion)
 
@@ -156,7 +156,7 @@ class OptimizedFusion:
         """A live nvFuser FusionDefinition of the optimized fusion, on ``frontend``
         (``"nvfuser"`` or ``"nvfuser_direct"``); by default the definition's own frontend
         where it imports, else whichever does."""
-        from .lowering.nvfuser import to_nvfuser
+        from eqsat.lowering.nvfuser import to_nvfuser
 
         with self._lock:
             if frontend not in self._nvfuser:
@@ -513,7 +513,7 @@ def _credited_rules(pick, roots, original, fired) -> list[str]:
 
 
 def _lower_choice(fusion: Fusion, enc, pick, roots, cls) -> Fusion:
-    from .lowering.from_terms import lower_terms
+    from eqsat.egraph.decode import lower_terms
 
     graph, tid_of = to_term_graph(pick, roots)
     root_terms = {v: tid_of[cls[t]] for v, t in enc.roots.items()}

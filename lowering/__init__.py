@@ -4,7 +4,7 @@
   nvFuser definition, eqsat's torch executor, eqsat's recorder, or the source writer;
 - :func:`fusion_source` / :func:`repro_source` print a fusion in nvFuser's repro format.
 """
-from .replay import replay
+from eqsat.ir.replay import replay
 from .source import fusion_source, repro_source
 
 __all__ = ["replay", "fusion_source", "repro_source"]

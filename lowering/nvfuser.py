@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import FusionError
-from ..ir import FRONTENDS, Fusion
-from .replay import replay
+from eqsat.errors import FusionError
+from eqsat.ir.fusion import FRONTENDS, Fusion
+from eqsat.ir.replay import replay
 
 
 def load_frontend(frontend: str | None = None, prefer: str | None = None):
@@ -62,7 +62,7 @@ class _DtypeAdapter:
         self.ops = _OpsAdapter(target.ops, self._convert)
 
     def _convert(self, value):
-        from ..dtypes import DataType
+        from eqsat.ir.dtypes import DataType
 
         if isinstance(value, DataType):
             return getattr(self._dtypes, value.name)
@@ -108,7 +108,7 @@ def as_given(repro, frontend: str | None = None) -> Any:
     IR of it): the reference for "as given". Its ``fd`` calls are made on ``frontend``'s
     FusionDefinition, by default the one the file imports (classic first where it imports
     both, as such files do), by the reader that ingestion uses, so no code of the file runs."""
-    from ..ingest import define_on
+    from eqsat.frontend.ingest import define_on
 
     module = load_frontend(frontend, prefer=repro.frontend)
     fd = module.FusionDefinition()

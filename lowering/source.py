@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ..dtypes import DataType
-from ..ir import Fusion
-from ..opspec import OPS
-from .replay import replay
+from eqsat.ir.dtypes import DataType
+from eqsat.ir.fusion import Fusion
+from eqsat.ir.opspec import OPS
+from eqsat.ir.replay import replay
 
 
 class Name(str):

@@ -26,8 +26,8 @@ from typing import Callable
 from egglog import eq, i64, ne, union, var
 from egglog import rule as egg_rule
 
-from ..egraph import (CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonempty_labels, nonneg,
-                      widens)
+from eqsat.egraph.vocabulary import (
+    CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonempty_labels, nonneg, widens)
 
 
 @dataclass

@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-from eqsat.index_inputs import in_range_inputs
+from eqsat.reference.index_inputs import in_range_inputs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus"))

@@ -55,7 +55,7 @@ def test_an_output_written_into_an_input_of_another_shape():
 
 
 def test_a_profile_with_zero_bandwidth_is_refused(tmp_path):
-    from eqsat.profile import load_profile
+    from eqsat.cost.profile import load_profile
 
     profile = json.loads(json.dumps(load_profile().__dict__, default=lambda o: o.__dict__))
     profile["kinds"]["pointwise"]["bandwidth_GBps"] = 0

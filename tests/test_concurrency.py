@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
 # an e-graph dropped on another thread than its own is reported as an unraisable exception
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.compare import mismatch
-from eqsat.devices import fresh_copies
-from eqsat.encode import encode
-from eqsat.ingest import define_on
+from eqsat.reference.compare import mismatch
+from eqsat.reference.devices import fresh_copies
+from eqsat.egraph.encode import encode
+from eqsat.frontend.ingest import define_on
 from eqsat.lowering import fusion_source
-from eqsat.lowering.from_terms import lower_encoding
-from eqsat.torch_executor import EagerDefinition
+from eqsat.egraph.decode import lower_encoding
+from eqsat.reference.torch_executor import EagerDefinition
 
 from conftest import (CORPUS_THUNDER, corpus_files, corpus_meta_files, indexable_inputs, require_corpus,
                       thunder_files)

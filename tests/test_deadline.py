@@ -13,8 +13,8 @@ from eqsat import DataType
 from eqsat.cli import main
 from eqsat.lowering.source import repro_source
 from eqsat.rules.rule import RULES, rule
-from eqsat.saturate import Limits
-from eqsat.seeds import SEEDS
+from eqsat.egraph.saturate import Limits
+from eqsat.testing.seeds import SEEDS
 
 META = [torch.empty(4096, 4096, device="meta")]
 

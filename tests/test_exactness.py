@@ -22,7 +22,7 @@ def max_first(dtype):
 
 
 def test_a_wrapped_integer_square_is_not_taken_as_nonnegative():
-    from eqsat.explore import explore
+    from eqsat.egraph.explore import explore
 
     # max_j(a * y*y) and max_j(a) * y*y differ in Int32 (y*y may wrap): never made equal
     result = explore(eqsat.from_function(max_times_a_square), contains=[max_first(DataType.Int32)])
@@ -47,7 +47,7 @@ def test_the_same_pattern_in_floats_is_still_rewritten_where_it_pays():
         c = fd.ops.broadcast(fd.ops.mul(y, y), is_broadcast_dim=[False, True])
         fd.add_output(fd.ops.max(fd.ops.mul(a, c), dims=[1]))
 
-    from eqsat.explore import explore
+    from eqsat.egraph.explore import explore
     result = explore(eqsat.from_function(floats), contains=[max_first(DataType.Float)])
     assert result.fired.get("max-of-product-with-nonnegative-constant", 0) > 0
     assert result.contains == [True]
@@ -97,8 +97,8 @@ def test_minus_zero_and_zero_stay_two_constants():
     for got in (eqsat.run_fusion(fusion, [x]), eqsat.run_fusion(opt.fusion, [x])):
         for g, w in zip(got, want):
             assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g[~g.isnan()], w[~w.isnan()])
-    from eqsat.encode import encode
-    from eqsat.lowering.from_terms import lower_encoding
+    from eqsat.egraph.encode import encode
+    from eqsat.egraph.decode import lower_encoding
     lowered = eqsat.run_fusion(lower_encoding(encode(fusion)), [x])
     assert lowered[1].tolist() == [float("inf")] * 2 and lowered[2].tolist() == [float("-inf")] * 2
 
@@ -130,7 +130,7 @@ def test_a_symbolic_definition_stays_right_when_a_reduced_broadcast_axis_is_empt
 
 
 def test_a_max_over_a_broadcast_axis_of_static_extent_is_still_dropped():
-    from eqsat.explore import explore
+    from eqsat.egraph.explore import explore
 
     def static(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)

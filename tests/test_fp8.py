@@ -7,7 +7,7 @@ import torch
 
 import eqsat
 from eqsat import DataType
-from eqsat.compare import mismatch
+from eqsat.reference.compare import mismatch
 from eqsat.cli import main
 
 E4M3_MAX = 448.0

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import eqsat
 from eqsat import DataType, FusionError
-from eqsat.compare import mismatch
-from eqsat.fuzz import check_case
-from eqsat.random_fusion import HypothesisChooser, RandomChooser, random_fusion
+from eqsat.reference.compare import mismatch
+from eqsat.testing.fuzz import check_case
+from eqsat.testing.random_fusion import HypothesisChooser, RandomChooser, random_fusion
 
 EXAMPLES = int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250"))
 
@@ -81,8 +81,8 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
     close to the float64 result as the original is, instead of how close the two are."""
     import dataclasses
     import torch
-    from eqsat.fuzz import widened
-    from eqsat.random_fusion import RandomCase
+    from eqsat.testing.fuzz import widened
+    from eqsat.testing.random_fusion import RandomCase
 
     def fusion(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
@@ -125,7 +125,7 @@ def test_an_output_that_cancels_to_0_is_judged_by_the_size_of_its_terms(seed, ma
 
 
 def test_summand_magnitudes_are_the_sums_of_the_absolute_terms():
-    from eqsat.fuzz import summand_magnitudes
+    from eqsat.testing.fuzz import summand_magnitudes
 
     def centred_sum(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -172,7 +172,7 @@ def test_special_values_reach_the_inputs_and_constants():
 
 def _times_one_case(x):
     """A case whose fusion gives its input back (x * 1.0), run on ``x``."""
-    from eqsat.random_fusion import RandomCase
+    from eqsat.testing.random_fusion import RandomCase
 
     def times_one(fd):
         t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -185,7 +185,7 @@ def test_the_judge_wants_nan_and_inf_in_place_where_the_rules_are_exact(monkeypa
     import dataclasses
     import math
     import torch
-    from eqsat.fuzz import exact_on_special_values, output_problem
+    from eqsat.testing.fuzz import exact_on_special_values, output_problem
     from eqsat.optimize import Report
 
     want = torch.tensor([math.nan, 1.0, 2.0])
@@ -201,7 +201,7 @@ def test_the_judge_wants_nan_and_inf_in_place_where_the_rules_are_exact(monkeypa
     assert exact_on_special_values(report)        # max-of-sum fired, but is not in the result
     report.rules.append("max-of-sum-with-constant")
     assert not exact_on_special_values(report)
-    from eqsat.rules import RULES       # a flagged rule with a one-level right side (|a| = a)
+    from eqsat.rules import RULES  # a flagged rule with a one-level right side (|a| = a)
     monkeypatch.setitem(RULES, "abs-of-nonnegative",
                         dataclasses.replace(RULES["abs-of-nonnegative"], special_values="as if it were"))
     report.rules, report.rules_fired["abs-of-nonnegative"] = [], 1
@@ -213,7 +213,7 @@ def test_a_nan_elsewhere_does_not_excuse_a_wrong_value():
     NaN as an infinite error on both sides, and then excused every difference."""
     import math
     import torch
-    from eqsat.fuzz import output_problem
+    from eqsat.testing.fuzz import output_problem
 
     case = _times_one_case(torch.tensor([math.nan, 1.0]))
     problem = output_problem(case, torch.tensor([math.nan, 2.0]), torch.tensor([math.nan, 1.0]), 0)
@@ -239,7 +239,7 @@ def test_the_fuzzer_with_special_values_catches_a_max_rule_that_turns_nan_into_a
         max_of_product_without_its_flag):
     """The probe's finding, found by bench/fuzz.py --special (seed 263): max_j(a * exp(b)) with
     b = -inf where a has inf is NaN; max_j(a) * exp(b) is a number."""
-    from eqsat.saturate import select_rules
+    from eqsat.egraph.saturate import select_rules
 
     unflagged = max_of_product_without_its_flag
     case = random_fusion(RandomChooser(263), special=True)

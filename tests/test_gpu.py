@@ -18,13 +18,13 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.compare import mismatch, output_rtols
-from eqsat.devices import fresh_copies, to_device
-from eqsat.ir import FRONTENDS
+from eqsat.reference.compare import mismatch, output_rtols
+from eqsat.reference.devices import fresh_copies, to_device
+from eqsat.ir.fusion import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
-from eqsat.index_inputs import has_index_ops
+from eqsat.reference.index_inputs import has_index_ops
 
 from conftest import corpus_files, indexable_inputs, thunder_files
 

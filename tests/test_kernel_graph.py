@@ -3,7 +3,7 @@ one to the other through a third group, and the topological index stays valid af
 merge. Checked against a brute-force search on random DAGs."""
 from hypothesis import given, settings, strategies as st
 
-from eqsat.kernel_graph import KernelGraph
+from eqsat.cost.kernel_graph import KernelGraph
 
 
 def _groups(kg: KernelGraph, nodes):

@@ -7,8 +7,8 @@ import torch
 import eqsat
 from eqsat import DataType, FusionError, optimize_fusion
 from eqsat.cli import main
-from eqsat.compare import mismatch
-from eqsat.seeds import SEEDS
+from eqsat.reference.compare import mismatch
+from eqsat.testing.seeds import SEEDS
 
 
 def _ops(fusion):
@@ -109,7 +109,7 @@ def test_inputs_that_do_not_match_are_rejected_with_the_line():
 
 
 def test_profile_from_a_path_and_a_bad_profile(tmp_path):
-    from eqsat.profile import load_profile
+    from eqsat.cost.profile import load_profile
 
     good = tmp_path / "p.json"
     data = {"host_us": 10, "kinds": {k: {"launch_us": 1, "bandwidth_GBps": 1000, "gflops": 1000}

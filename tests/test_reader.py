@@ -7,7 +7,7 @@ import torch
 
 import eqsat
 from eqsat.cli import main
-from eqsat.reader import OutsideLanguage
+from eqsat.frontend.reader import OutsideLanguage
 
 DEFINITION = textwrap.dedent('''\
     def nvfuser_fusion(fd : FusionDefinition) -> None :
@@ -163,7 +163,7 @@ def test_the_reader_drives_a_frontend_laid_out_as_nvfuser_direct():
     for cls in (Value, FusionDefinition, DataType):
         cls.__module__ = "nvfuser_direct"
     repro = eqsat.from_source(HEADER + DEFINITION + INPUTS)
-    from eqsat.ingest import define_on
+    from eqsat.frontend.ingest import define_on
     define_on(repro, FusionDefinition(), DataType)
     assert [c[0] for c in calls] == ["define_tensor", "mul", "add_output"]
     assert calls[0][1] == "the frontend's Float" and calls[1][2] == 2.0

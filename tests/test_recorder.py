@@ -2,9 +2,9 @@
 import pytest
 
 import eqsat
-import eqsat.seeds
+import eqsat.testing.seeds
 from eqsat import DataType, FusionDefinition, FusionError
-from eqsat.axes import TensorType
+from eqsat.ir.axes import TensorType
 
 
 def record(fn):
@@ -43,7 +43,7 @@ def test_reduction_without_dims_and_with_dtype_in_second_place():
 
 
 def test_named_axes_unify_through_elementwise_ops_and_broadcasts():
-    fusion = record(eqsat.seeds.reduction_broadcast_ref)
+    fusion = record(eqsat.testing.seeds.reduction_broadcast_ref)
     types = fusion.types
     x, b = (types[v] for v in fusion.inputs)
     prod = types[fusion.nodes[-2].outputs[0]]

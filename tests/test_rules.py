@@ -3,7 +3,7 @@ import pytest
 
 from eqsat.cli import main
 from eqsat.rules import FAMILIES, RULES, Rule
-from eqsat.verify import verify, verify_rule
+from eqsat.rules.verify import verify, verify_rule
 
 
 def test_every_rule_passes_verification():

@@ -9,11 +9,12 @@ import torch
 import eqsat
 from eqsat import DataType
 from eqsat.cli import main
-from eqsat.explore import explore
+from eqsat.egraph.explore import explore
 from eqsat.rules import RULES, Rule
-from eqsat.saturate import select_rules
-from eqsat.terms import DTYPE_CODE
-from eqsat.verify import special_values, values_for, verify, verify_rule
+from eqsat.egraph.saturate import select_rules
+from eqsat.egraph.terms import DTYPE_CODE
+from eqsat.ir.dtypes import to_torch
+from eqsat.rules.verify import special_values, values_for, verify, verify_rule
 
 MAX_MIN_RULES = ["max-of-sum-with-constant", "max-of-sum-with-constant-left", "min-of-sum-with-constant",
                  "max-of-difference-with-constant", "min-of-difference-with-constant",
@@ -212,14 +213,14 @@ def test_what_each_rule_is_verified_on():
 def test_special_values_per_dtype():
     for dtype in (DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double):
         drawn = [v for vs in special_values(DTYPE_CODE[dtype], "all special").values() for v in vs]
-        info = torch.finfo(eqsat.dtypes.to_torch(dtype))
+        info = torch.finfo(to_torch(dtype))
         assert any(math.isnan(v) for v in drawn) and math.inf in drawn and -math.inf in drawn
         assert {math.copysign(1, v) for v in drawn if v == 0} == {1.0, -1.0}
         assert info.max in drawn and -info.max in drawn and info.tiny in drawn
         assert -math.inf not in special_values(DTYPE_CODE[dtype], "no overflow", nonneg=True)["inf"]
         assert special_values(DTYPE_CODE[dtype], "finite only") == {}
     for dtype in (DataType.Int32, DataType.Int):
-        info = torch.iinfo(eqsat.dtypes.to_torch(dtype))
+        info = torch.iinfo(to_torch(dtype))
         limits = special_values(DTYPE_CODE[dtype], "all special")["limits"]
         assert {info.min, info.max, info.min + 1, info.max - 1} <= set(limits)
 

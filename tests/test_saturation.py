@@ -4,9 +4,9 @@ import pytest
 
 import eqsat
 from eqsat import DataType
-from eqsat.explore import explore
-from eqsat.saturate import Limits, select_rules
-from eqsat.seeds import SEEDS
+from eqsat.egraph.explore import explore
+from eqsat.egraph.saturate import Limits, select_rules
+from eqsat.testing.seeds import SEEDS
 
 from conftest import corpus_files
 

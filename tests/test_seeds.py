@@ -4,7 +4,7 @@ import torch
 
 import eqsat
 from eqsat.lowering import fusion_source
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
 
 @pytest.mark.parametrize("name", sorted(SEEDS))

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 import eqsat
 from eqsat import DataType
 from eqsat.lowering import fusion_source, repro_source
-from eqsat.seeds import SEEDS
+from eqsat.testing.seeds import SEEDS
 
 
 def test_classic_and_direct_styles():

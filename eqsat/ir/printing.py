@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .axes import ScalarType, TensorType, VectorType
-from .ir import Fusion, Ref
+from .fusion import Fusion, Ref
 
 
 def _type(t) -> str:
@@ -49,6 +49,6 @@ def format_fusion(fusion: Fusion) -> str:
 
 
 def fusion_source(fusion: Fusion, style: str = "classic") -> str:
-    from .lowering.source import fusion_source as emit  # noqa: F401  (installed as eqsat.lowering)
+    from eqsat.lowering.source import fusion_source as emit  # noqa: F401  (installed as eqsat.lowering)
 
     return emit(fusion, style)

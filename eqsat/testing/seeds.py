@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from .dtypes import DataType
+from eqsat.ir.dtypes import DataType
 
 
 def reduction_broadcast_ref(fd) -> None:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 
-from .errors import FusionError
+from eqsat.errors import FusionError
 
 KINDS = ("pointwise", "reduction", "normalization")
 
@@ -54,7 +54,7 @@ class Profile:
 def load_profile(profile=None) -> Profile:
     """``profile``: None (the packaged H200 profile), a Profile, a dict, or a path to JSON."""
     if profile is None:
-        text = resources.files("eqsat").joinpath("profiles/h200.json").read_text()
+        text = resources.files("eqsat.cost").joinpath("profiles/h200.json").read_text()
         return Profile.from_dict(json.loads(text), "profiles/h200.json")
     if isinstance(profile, Profile):
         return profile

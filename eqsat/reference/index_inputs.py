@@ -14,8 +14,8 @@ from typing import Sequence
 import torch
 
 from .devices import fresh_copies
-from .errors import FusionError
-from .ir import Fusion
+from eqsat.errors import FusionError
+from eqsat.ir.fusion import Fusion
 from .torch_executor import run_fusion
 
 INDEX_OPS = frozenset({"index_select", "gather", "take_along_axis"})

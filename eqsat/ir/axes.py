@@ -22,8 +22,8 @@ import torch
 
 from . import dtypes as dt
 from .dtypes import DataType
-from .errors import FusionError
-from .ir import SCALAR, TENSOR, Fusion, Node, Ref
+from eqsat.errors import FusionError
+from .fusion import SCALAR, TENSOR, Fusion, Node, Ref
 from . import opspec
 from .opspec import OPS
 

@@ -31,11 +31,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .dtype_codes import (FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings,
-                          floatify_code, promote_code, sum_code)
-from .dtypes import DataType
-from .terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
-from .torch_executor import TorchOps
+from eqsat.egraph.dtype_codes import (
+    FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings, floatify_code, promote_code,
+    sum_code)
+from eqsat.ir.dtypes import DataType
+from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
+from eqsat.reference.torch_executor import TorchOps
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
@@ -219,7 +220,7 @@ class EvalNamespace:
 
 
 def _torch_dtype(d: DataType) -> torch.dtype:
-    from .dtypes import to_torch
+    from eqsat.ir.dtypes import to_torch
 
     return to_torch(d)
 
@@ -490,7 +491,7 @@ def _example(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor) -> str:
 
 
 def verify(names=None, *, cases: int = 60, seed: int = 0) -> list[Verdict]:
-    from .rules import RULES
+    from . import RULES
 
     names = list(RULES) if not names else list(names)
     unknown = [n for n in names if n not in RULES]

@@ -19,7 +19,7 @@ from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
 from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text, term_ref
-from .egraph import Leaf, dtype_tables, labels
+from .vocabulary import Leaf, dtype_tables, labels
 from .encode import Encoding
 from .terms import TermGraph
 
@@ -54,7 +54,7 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
     otherwise) those whose sides may differ on NaN, +-inf or overflow; ``special_values=False``
     leaves out only the latter. What remains gives the same NaNs and infinities as the input
     fusion. Unknown names are an error."""
-    from .rules import RULES
+    from eqsat.rules import RULES
 
     names = list(RULES) if rules is None else list(rules)
     unknown = [n for n in list(names) + list(exclude) if n not in RULES]
@@ -70,7 +70,7 @@ class Session:
     """A prepared EGraph (one per thread: egglog's EGraph is not thread-safe)."""
 
     def __init__(self):
-        from .rules import RULES
+        from eqsat.rules import RULES
 
         self.eg = EGraph()
         self.eg.register(set_(labels(Leaf(0))).to(0))       # declares the vocabulary
@@ -82,7 +82,7 @@ class Session:
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
-        from .rules import RULES
+        from eqsat.rules import RULES
 
         for n in names:                     # a rule registered after this session began
             if n not in self._rule_sets:

@@ -37,10 +37,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .dtypes import ITEMSIZE
+from eqsat.ir.dtypes import ITEMSIZE
 from .kernel_graph import KernelGraph
 from .profile import Profile
-from .terms import DTYPES, REDUCTIONS, bits
+from eqsat.egraph.terms import DTYPES, REDUCTIONS, bits
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})

@@ -137,9 +137,9 @@ assert set(CONSTRUCTORS) == set(SIGNATURES)
 def dtype_tables(codes: set[int]) -> str:
     """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
     to, as egglog commands (the functions are in :mod:`eqsat.dtype_codes`)."""
-    from . import dtypes as dt
-    from .dtype_codes import (WEAK, compute_code, exact_widenings, floatify_code, has_torch,
-                              promote_code, sum_code)
+    from eqsat.ir import dtypes as dt
+    from .dtype_codes import (
+        WEAK, compute_code, exact_widenings, floatify_code, has_torch, promote_code, sum_code)
     from .terms import DTYPES, WEAK_FLOAT, scalar_code
 
     codes = {c for c in codes if c in WEAK or has_torch(c)}

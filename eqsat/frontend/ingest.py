@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .dtypes import DataType
-from .errors import FusionError
-from .frontend import FusionDefinition
-from .ir import FRONTENDS, Fusion
+from eqsat.ir.dtypes import DataType
+from eqsat.errors import FusionError
+from .recorder import FusionDefinition
+from eqsat.ir.fusion import FRONTENDS, Fusion
 from .reader import about_running, read_inputs, run_definition
 
 
@@ -28,7 +28,7 @@ class _DataTypeNames:
     def __getattr__(self, name: str) -> DataType:
         if name in DataType.__members__:
             return DataType[name]
-        from .frontend import caller_line
+        from .recorder import caller_line
 
         raise FusionError(f"unknown dtype DataType.{name}; expected one of "
                           f"{', '.join(DataType.__members__)}", line=caller_line())

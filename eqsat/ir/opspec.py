@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import SCALAR, TENSOR, VECTOR
+from .fusion import SCALAR, TENSOR, VECTOR
 
 _REQUIRED = object()
 

@@ -16,8 +16,8 @@ def output_rtols(fusion) -> list[float]:
     ``a * b + c`` to one FMA) can differ by one ulp of that dtype in an intermediate, and a sum
     over such values moves by that much relative to its summands, not to its own (perhaps
     cancelled) magnitude."""
-    from .axes import ScalarType, TensorType
-    from .dtypes import to_torch
+    from eqsat.ir.axes import ScalarType, TensorType
+    from eqsat.ir.dtypes import to_torch
 
     types = fusion.types
     worst: dict[int, float] = {}

@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .axes import ScalarType, TensorType, Types
-from .dtypes import DataType
-from .ir import Fusion, Node, Ref
-from .opspec import OPS
-from .terms import (BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
-                    scalar_code)
+from eqsat.ir.axes import ScalarType, TensorType, Types
+from eqsat.ir.dtypes import DataType
+from eqsat.ir.fusion import Fusion, Node, Ref
+from eqsat.ir.opspec import OPS
+from .terms import BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, UNARY_TERMS, TermGraph, scalar_code
 
 MAX_LABELS = 62
 IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .ir import Fusion
+from eqsat.ir.fusion import Fusion
 
 
 def copy_strided(t: torch.Tensor, device) -> torch.Tensor:

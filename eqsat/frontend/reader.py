@@ -28,8 +28,8 @@ import operator
 import types
 from typing import Any, Callable
 
-from .errors import FusionError
-from .ir import FRONTENDS
+from eqsat.errors import FusionError
+from eqsat.ir.fusion import FRONTENDS
 
 TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
               "run this file as Python")
@@ -250,7 +250,7 @@ class Reader:
         return self._guarded(node, fn, *args, **kwargs)
 
     def _guarded(self, node, fn, *args, **kwargs):
-        from .frontend import SOURCE_LINE
+        from .recorder import SOURCE_LINE
 
         token = SOURCE_LINE.set(node.lineno)
         try:

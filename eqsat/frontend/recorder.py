@@ -19,12 +19,12 @@ import os
 import sys
 from typing import Any, Sequence
 
-from . import dtypes as dt
-from .axes import AxisInference, TensorType
-from .dtypes import DataType
-from .errors import FusionError
-from .ir import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
-from .opspec import OPERANDS, OPS, OpSpec, bind_call
+from eqsat.ir import dtypes as dt
+from eqsat.ir.axes import AxisInference, TensorType
+from eqsat.ir.dtypes import DataType
+from eqsat.errors import FusionError
+from eqsat.ir.fusion import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
+from eqsat.ir.opspec import OPERANDS, OPS, OpSpec, bind_call
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -181,12 +181,12 @@ class FusionDefinition:
 
     def execute(self, inputs: Sequence[Any], **kwargs) -> list:
         """Run the definition through the torch executor (eqsat's reference)."""
-        from .torch_executor import run_fusion
+        from eqsat.reference.torch_executor import run_fusion
 
         return run_fusion(self.fusion, inputs, **kwargs)
 
     def __repr__(self) -> str:
-        from .printing import fusion_source
+        from eqsat.ir.printing import fusion_source
 
         return fusion_source(self.fusion) if self._outputs else "<empty FusionDefinition>"
 

@@ -17,14 +17,14 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from . import dtypes as dt
+from eqsat.ir import dtypes as dt
 from . import philox
-from .axes import ScalarType, TensorType
-from .dtypes import DataType
-from .errors import FusionError
-from .frontend import Operators
-from .ir import Fusion, Node
-from .opspec import OPS, UNARY_FLOAT, bind_call
+from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.dtypes import DataType
+from eqsat.errors import FusionError
+from eqsat.frontend.recorder import Operators
+from eqsat.ir.fusion import Fusion, Node
+from eqsat.ir.opspec import OPS, UNARY_FLOAT, bind_call
 
 
 def _row_major_copy(x: torch.Tensor) -> torch.Tensor:
@@ -513,7 +513,7 @@ def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int 
     Results are cast to the dtype the IR gives each value, so the executor and eqsat's types
     never disagree silently.
     """
-    from .lowering.replay import replay
+    from eqsat.ir.replay import replay
 
     if generator is None and seed is not None:
         dev = device or next((t.device for t in inputs if isinstance(t, torch.Tensor)), "cpu")

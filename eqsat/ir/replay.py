@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections import ChainMap
 from typing import Any, Callable
 
-from ..dtypes import of_number
-from ..errors import FusionError
-from ..ir import Fusion, Node, Ref
-from ..opspec import OPERANDS, OPS, call_form
+from .dtypes import of_number
+from eqsat.errors import FusionError
+from .fusion import Fusion, Node, Ref
+from .opspec import OPERANDS, OPS, call_form
 
 
 def _resolve(value: Any, env) -> Any:

@@ -32,9 +32,9 @@ from typing import Any, Sequence
 
 import torch
 
-from .dtypes import DataType
-from .frontend import FusionDefinition
-from .ir import Fusion
+from eqsat.ir.dtypes import DataType
+from eqsat.frontend.recorder import FusionDefinition
+from eqsat.ir.fusion import Fusion
 
 FLOAT_TYPES = (DataType.Float, DataType.BFloat16, DataType.Half)
 TORCH_DTYPE = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}
@@ -103,7 +103,7 @@ class RandomCase:
     special: bool = False            # special values drawn into the inputs and constants
 
     def __repr__(self) -> str:        # hypothesis prints this for a failing example
-        from .lowering.source import fusion_source
+        from eqsat.lowering.source import fusion_source
 
         return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
 

@@ -1,0 +1,2 @@
+"""Tools that test eqsat: random fusions, the fuzzer and its judge, and the seed fusions of
+the demo."""
