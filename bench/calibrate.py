@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 import eqsat
-from eqsat.ir.dtypes import DataType
 from eqsat.cost.profile import KINDS, load_profile
+from eqsat.ir.dtypes import DataType
 from eqsat.testing.seeds import reduction_broadcast_ref
 
 F32 = DataType.Float
@@ -119,6 +119,7 @@ def microbenchmarks():
 def measure(runs: int) -> list[dict]:
     import torch
     from gpu_timing import profile_kernels, time_us
+
     from eqsat.lowering.nvfuser import to_nvfuser
 
     records = []

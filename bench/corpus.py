@@ -63,10 +63,11 @@ def _outputs(fd, inputs):
 
 def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     import torch
+
+    from eqsat.lowering.nvfuser import as_given
     from eqsat.reference.compare import mismatch, output_rtols
     from eqsat.reference.devices import to_device
     from eqsat.reference.index_inputs import in_range_inputs
-    from eqsat.lowering.nvfuser import as_given
 
     repro = eqsat.from_file(path)
     opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile)

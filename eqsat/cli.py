@@ -4,18 +4,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import FusionError
+from eqsat.frontend.ingest import from_file, from_function
 from eqsat.ir.fusion import FRONTENDS
-from .optimize import DEADLINE_S, MIN_GAIN
+from eqsat.lowering.source import fusion_source
+from eqsat.reference.compare import mismatch
+from eqsat.reference.devices import fresh_copies
+from eqsat.reference.torch_executor import run_fusion
+from eqsat.rules.verify import verify
+from eqsat.testing.seeds import SEEDS
+
+from .errors import FusionError
+from .optimize import DEADLINE_S, MIN_GAIN, optimize_fusion
+from .rules import RULES
 
 
 def _demo(args) -> int:
-    from eqsat.frontend.ingest import from_function
-    from .optimize import optimize_fusion
-    from eqsat.testing.seeds import SEEDS
-    from eqsat.reference.torch_executor import run_fusion
-    from eqsat.reference.compare import mismatch
-
     status = 0
     for seed in SEEDS.values():
         fusion = from_function(seed.model_ref)
@@ -38,8 +41,6 @@ def _demo(args) -> int:
 
 
 def _load_with_inputs(path, device, trust=False):
-    from eqsat.frontend.ingest import from_file
-
     repro = from_file(path, device=device, trust=trust)
     if repro.inputs is None:
         raise FusionError("the file has no `inputs = [...]` list", filename=path)
@@ -48,8 +49,6 @@ def _load_with_inputs(path, device, trust=False):
 
 def _optimize_cmd(args) -> int:
     import json
-
-    from .optimize import optimize_fusion
 
     repro = _load_with_inputs(args.file, "meta", args.trust)   # shapes are all the optimizer needs
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
@@ -71,11 +70,6 @@ def _optimize_cmd(args) -> int:
 
 
 def _check_cmd(args) -> int:
-    from eqsat.reference.compare import mismatch
-    from eqsat.reference.devices import fresh_copies
-    from .optimize import optimize_fusion
-    from eqsat.reference.torch_executor import run_fusion
-
     repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu", args.trust)   # torch runs on CPU
     opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate,
                           deadline_s=args.deadline)
@@ -101,25 +95,18 @@ def _check_cmd(args) -> int:
 
 
 def _show(args) -> int:
-    from eqsat.frontend.ingest import from_file
-    from eqsat.lowering.source import fusion_source
-
     repro = from_file(args.file, inputs=args.run, trust=args.trust)
     print(repro.fusion)
     if args.source:
         print()
         print(fusion_source(repro.fusion, args.style))
     if args.run and repro.inputs is not None:
-        from eqsat.reference.torch_executor import run_fusion
-
         for i, out in enumerate(run_fusion(repro.fusion, repro.inputs, seed=0)):
             print(f"output {i}: {out.dtype} {tuple(out.shape)}")
     return 0
 
 
 def _rules_list(args) -> int:
-    from .rules import RULES
-
     for rule in RULES.values():
         flags = "".join(f" [{f}]" for f in rule.flags)
         print(f"{rule.name} ({rule.family}){flags}")
@@ -131,8 +118,6 @@ def _rules_list(args) -> int:
 
 
 def _rules_verify(args) -> int:
-    from eqsat.rules.verify import verify
-
     try:
         verdicts = verify(args.names, cases=args.cases, seed=args.seed)
     except ValueError as err:

@@ -15,7 +15,8 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode, _topological
+from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
+from eqsat.cost.walks import reachable, topological
 from eqsat.egraph.egglog_text import NAME_TABLE
 from eqsat.egraph.terms import REDUCTIONS, SIGNATURES, TermGraph
 
@@ -168,7 +169,7 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Est
     """The cost model's estimate of the candidate ``pick`` makes from ``roots``; None where it
     has a cycle, an untyped node, or no reading."""
     try:
-        nodes = _reachable(pick, roots)
+        nodes = reachable(pick, roots)
     except (KeyError, ValueError):
         return None
     if any(not _valid(n) for n in nodes.values()):
@@ -204,7 +205,7 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
 def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) -> bool:
     """Do the two choices make the same candidate from ``roots`` (so score the same)?"""
     try:
-        return _reachable(a, roots) == _reachable(b, roots)
+        return reachable(a, roots) == reachable(b, roots)
     except (KeyError, ValueError):
         return False
 
@@ -223,7 +224,7 @@ def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer, stop_at:
 def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Scorer,
                        stop_at: float) -> Choice | None:
     try:
-        reach = _reachable(current.pick, roots)
+        reach = reachable(current.pick, roots)
     except (KeyError, ValueError):
         return None
     for c in reach:
@@ -242,24 +243,11 @@ def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Score
     return None
 
 
-def _reachable(pick: dict[int, GNode], roots: list[int]) -> dict[int, GNode]:
-    nodes: dict[int, GNode] = {}
-    stack = list(roots)
-    while stack:
-        c = stack.pop()
-        if c in nodes:
-            continue
-        nodes[c] = pick[c]
-        stack.extend(pick[c].kids)
-    _topological(nodes, roots)                # raises on a cycle
-    return nodes
-
-
 def to_term_graph(pick: dict[int, GNode], roots: list[int]) -> tuple[TermGraph, dict[int, int]]:
     """The chosen candidate as a TermGraph; returns it and class -> term id."""
-    nodes = _reachable(pick, roots)
+    nodes = reachable(pick, roots)
     graph, tid = TermGraph(), {}
-    for c in _topological(nodes, roots):
+    for c in topological(nodes, roots):
         n = nodes[c]
         tid[c] = graph.add(n.op, n.attrs, tuple(tid[k] for k in n.kids))
     return graph, tid

@@ -10,16 +10,22 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from eqsat.ir.axes import TensorType
 from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
+from eqsat.cost.profile import load_profile
+from eqsat.cost.walks import reachable
+from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.encode import encode
+from eqsat.egraph.saturate import Limits, select_rules, session
+from eqsat.frontend.ingest import ingest
+from eqsat.ir.axes import TensorType
+from eqsat.ir.fusion import Fusion
+from eqsat.lowering.nvfuser import to_nvfuser
+from eqsat.lowering.source import fusion_source
+from eqsat.reference.torch_executor import check_tensor_input, run_fusion
+
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
-from eqsat.frontend.ingest import ingest
-from eqsat.ir.fusion import Fusion
-from eqsat.cost.profile import load_profile
-from eqsat.egraph.saturate import Limits, select_rules, session
-from eqsat.reference.torch_executor import check_tensor_input, run_fusion
+from .rules import RULES
 
 DEFAULT_EXTENT = 1024     # the extent assumed for a symbolic axis when no inputs are given
 # The least predicted saving worth a change. On the H200 corpus run (bench/results), the three
@@ -129,8 +135,6 @@ class OptimizedFusion:
     @property
     def source(self) -> str:
         """The optimized definition in the print style of its frontend."""
-        from eqsat.lowering.source import fusion_source
-
         return fusion_source(self.fusion)
 
     def explain(self) -> str:
@@ -156,8 +160,6 @@ class OptimizedFusion:
         """A live nvFuser FusionDefinition of the optimized fusion, on ``frontend``
         (``"nvfuser"`` or ``"nvfuser_direct"``); by default the definition's own frontend
         where it imports, else whichever does."""
-        from eqsat.lowering.nvfuser import to_nvfuser
-
         with self._lock:
             if frontend not in self._nvfuser:
                 self._nvfuser[frontend] = to_nvfuser(self.fusion, frontend)
@@ -487,10 +489,7 @@ def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
 def _credited_rules(pick, roots, original, fired) -> list[str]:
     """Fired rules whose right-hand side (two constructor levels or more) matches a node of the
     result that the input did not have."""
-    from .extract import _reachable
-    from .rules import RULES
-
-    chosen = _reachable(pick, roots)
+    chosen = reachable(pick, roots)
     new = [(c, n) for c, n in chosen.items() if original.get(c) != n]
 
     def matches(c, shape):
@@ -513,8 +512,6 @@ def _credited_rules(pick, roots, original, fired) -> list[str]:
 
 
 def _lower_choice(fusion: Fusion, enc, pick, roots, cls) -> Fusion:
-    from eqsat.egraph.decode import lower_terms
-
     graph, tid_of = to_term_graph(pick, roots)
     root_terms = {v: tid_of[cls[t]] for v, t in enc.roots.items()}
     hints = {}

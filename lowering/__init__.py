@@ -5,6 +5,7 @@
 - :func:`fusion_source` / :func:`repro_source` print a fusion in nvFuser's repro format.
 """
 from eqsat.ir.replay import replay
+
 from .source import fusion_source, repro_source
 
 __all__ = ["replay", "fusion_source", "repro_source"]

@@ -10,6 +10,8 @@ import importlib
 from typing import Any
 
 from eqsat.errors import FusionError
+from eqsat.frontend.ingest import define_on
+from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 from eqsat.ir.replay import replay
 
@@ -62,8 +64,6 @@ class _DtypeAdapter:
         self.ops = _OpsAdapter(target.ops, self._convert)
 
     def _convert(self, value):
-        from eqsat.ir.dtypes import DataType
-
         if isinstance(value, DataType):
             return getattr(self._dtypes, value.name)
         if isinstance(value, list):
@@ -108,8 +108,6 @@ def as_given(repro, frontend: str | None = None) -> Any:
     IR of it): the reference for "as given". Its ``fd`` calls are made on ``frontend``'s
     FusionDefinition, by default the one the file imports (classic first where it imports
     both, as such files do), by the reader that ingestion uses, so no code of the file runs."""
-    from eqsat.frontend.ingest import define_on
-
     module = load_frontend(frontend, prefer=repro.frontend)
     fd = module.FusionDefinition()
     with fd:

@@ -23,11 +23,12 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
-from egglog import eq, i64, ne, union, var
+from egglog import eq, i64, ne
 from egglog import rule as egg_rule
+from egglog import union, var
 
-from eqsat.egraph.vocabulary import (
-    CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels, nonempty_labels, nonneg, widens)
+from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels,
+                                     nonempty_labels, nonneg, widens)
 
 
 @dataclass

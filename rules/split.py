@@ -6,7 +6,6 @@ into the normalization kernel; the outer ``max`` reads one number per row.
 """
 from .rule import rule
 
-
 _SPECIAL = {
     "Sum": "Special values: NaN and +-inf give the same result in any order (NaN, or +inf "
            "and -inf together, make NaN). Signed zero: not kept. Overflow: a partial sum may "

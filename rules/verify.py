@@ -31,12 +31,13 @@ from dataclasses import dataclass
 
 import torch
 
-from eqsat.egraph.dtype_codes import (
-    FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings, floatify_code, promote_code,
-    sum_code)
-from eqsat.ir.dtypes import DataType
+from eqsat.egraph.dtype_codes import (FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings,
+                                      floatify_code, promote_code, sum_code)
 from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
+from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.reference.torch_executor import TorchOps
+
+from . import RULES
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
@@ -220,8 +221,6 @@ class EvalNamespace:
 
 
 def _torch_dtype(d: DataType) -> torch.dtype:
-    from eqsat.ir.dtypes import to_torch
-
     return to_torch(d)
 
 
@@ -491,8 +490,6 @@ def _example(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor) -> str:
 
 
 def verify(names=None, *, cases: int = 60, seed: int = 0) -> list[Verdict]:
-    from . import RULES
-
     names = list(RULES) if not names else list(names)
     unknown = [n for n in names if n not in RULES]
     if unknown:

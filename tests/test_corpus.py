@@ -6,18 +6,17 @@ and back) and the optimized fusion, whose estimated cost is never higher (what `
 checks). Files marked `meta` in INDEX.md run on meta tensors."""
 import pytest
 import torch
+from conftest import (CORPUS_THUNDER, corpus_files, corpus_meta_files, indexable_inputs, require_corpus,
+                      thunder_files)
 
 import eqsat
-from eqsat.reference.compare import mismatch
-from eqsat.reference.devices import fresh_copies
+from eqsat.egraph.decode import lower_encoding
 from eqsat.egraph.encode import encode
 from eqsat.frontend.ingest import define_on
 from eqsat.lowering import fusion_source
-from eqsat.egraph.decode import lower_encoding
-from eqsat.reference.torch_executor import EagerDefinition
-
-from conftest import (CORPUS_THUNDER, corpus_files, corpus_meta_files, indexable_inputs, require_corpus,
-                      thunder_files)
+from eqsat.reference.compare import mismatch
+from eqsat.reference.devices import fresh_copies
+from eqsat.reference.eager import EagerDefinition
 
 FILES = corpus_files()
 THUNDER = thunder_files()

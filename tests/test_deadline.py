@@ -11,9 +11,9 @@ import torch
 import eqsat
 from eqsat import DataType
 from eqsat.cli import main
+from eqsat.egraph.saturate import Limits
 from eqsat.lowering.source import repro_source
 from eqsat.rules.rule import RULES, rule
-from eqsat.egraph.saturate import Limits
 from eqsat.testing.seeds import SEEDS
 
 META = [torch.empty(4096, 4096, device="meta")]

@@ -11,7 +11,8 @@ static extents.
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eqsat
 from eqsat.lowering import fusion_source

@@ -7,8 +7,8 @@ import torch
 
 import eqsat
 from eqsat import DataType
-from eqsat.reference.compare import mismatch
 from eqsat.cli import main
+from eqsat.reference.compare import mismatch
 
 E4M3_MAX = 448.0
 

@@ -4,7 +4,8 @@ The CI profile runs a few hundred examples; bench/fuzz.py runs thousands."""
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import eqsat
 from eqsat import DataType, FusionError
@@ -79,8 +80,8 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
     exact arithmetic, so a layer norm of them normalizes rounding noise, and any reordering of
     the sums changes the output by ~100%. The check then asks whether the optimized fusion is as
     close to the float64 result as the original is, instead of how close the two are."""
-    import dataclasses
     import torch
+
     from eqsat.testing.fuzz import widened
     from eqsat.testing.random_fusion import RandomCase
 
@@ -157,6 +158,7 @@ def test_random_fusions_with_special_values(seed):
 
 def test_special_values_reach_the_inputs_and_constants():
     import math
+
     import torch
 
     cases = [random_fusion(RandomChooser(s), special=True) for s in range(40)]
@@ -184,9 +186,11 @@ def _times_one_case(x):
 def test_the_judge_wants_nan_and_inf_in_place_where_the_rules_are_exact(monkeypatch):
     import dataclasses
     import math
+
     import torch
-    from eqsat.testing.fuzz import exact_on_special_values, output_problem
+
     from eqsat.optimize import Report
+    from eqsat.testing.fuzz import exact_on_special_values, output_problem
 
     want = torch.tensor([math.nan, 1.0, 2.0])
     case = _times_one_case(want)
@@ -212,7 +216,9 @@ def test_a_nan_elsewhere_does_not_excuse_a_wrong_value():
     """The float64 judge (is the optimized output as close to float64 as the original?) read a
     NaN as an infinite error on both sides, and then excused every difference."""
     import math
+
     import torch
+
     from eqsat.testing.fuzz import output_problem
 
     case = _times_one_case(torch.tensor([math.nan, 1.0]))

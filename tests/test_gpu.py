@@ -16,17 +16,15 @@ import importlib
 
 import pytest
 import torch
+from conftest import corpus_files, indexable_inputs, thunder_files
 
 import eqsat
-from eqsat.reference.compare import mismatch, output_rtols
-from eqsat.reference.devices import fresh_copies, to_device
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
-from eqsat.testing.seeds import SEEDS
-
+from eqsat.reference.compare import mismatch, output_rtols
+from eqsat.reference.devices import fresh_copies, to_device
 from eqsat.reference.index_inputs import has_index_ops
-
-from conftest import corpus_files, indexable_inputs, thunder_files
+from eqsat.testing.seeds import SEEDS
 
 pytestmark = pytest.mark.gpu
 

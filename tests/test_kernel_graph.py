@@ -1,7 +1,8 @@
 """The cost model's kernel graph: merging two groups is refused exactly when a path leads from
 one to the other through a third group, and the topological index stays valid after every
 merge. Checked against a brute-force search on random DAGs."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eqsat.cost.kernel_graph import KernelGraph
 

@@ -5,9 +5,9 @@ import torch
 
 import eqsat
 from eqsat import DataType
+from eqsat.egraph.saturate import Limits
 from eqsat.reference.compare import mismatch
 from eqsat.rules.rule import RULES, rule
-from eqsat.egraph.saturate import Limits
 
 
 def _agrees(opt, fusion, inputs):

@@ -10,10 +10,10 @@ import eqsat
 from eqsat import DataType
 from eqsat.cli import main
 from eqsat.egraph.explore import explore
-from eqsat.rules import RULES, Rule
 from eqsat.egraph.saturate import select_rules
 from eqsat.egraph.terms import DTYPE_CODE
 from eqsat.ir.dtypes import to_torch
+from eqsat.rules import RULES, Rule
 from eqsat.rules.verify import special_values, values_for, verify, verify_rule
 
 MAX_MIN_RULES = ["max-of-sum-with-constant", "max-of-sum-with-constant-left", "min-of-sum-with-constant",

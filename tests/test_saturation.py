@@ -1,14 +1,13 @@
 """Saturation finds the two motivating rewrites, honours rule selection, and stops cleanly at
 every limit."""
 import pytest
+from conftest import corpus_files
 
 import eqsat
 from eqsat import DataType
 from eqsat.egraph.explore import explore
 from eqsat.egraph.saturate import Limits, select_rules
 from eqsat.testing.seeds import SEEDS
-
-from conftest import corpus_files
 
 
 def test_seed_one_egraph_contains_the_distributed_sum():

@@ -1,6 +1,7 @@
 """The source emitter: IR -> nvFuser repro text, which re-ingests to an equal IR."""
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eqsat
 from eqsat import DataType

@@ -37,10 +37,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from eqsat.egraph.terms import DTYPES, REDUCTIONS, bits
 from eqsat.ir.dtypes import ITEMSIZE
+
 from .kernel_graph import KernelGraph
 from .profile import Profile
-from eqsat.egraph.terms import DTYPES, REDUCTIONS, bits
+from .walks import depends_on, downstream, feeding, live_sinks, topological
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
@@ -211,12 +213,12 @@ class CostModel:
                 linked, barriers = self.linked(nodes, links)
                 # what the outputs need: kept ops' inputs are roots of the e-graph, but a kept op
                 # no output needs (dead code) costs nothing
-                sinks = _live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
-                order, nodes = _topological(linked, sorted(sinks)), linked
+                sinks = live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
+                order, nodes = topological(linked, sorted(sinks)), linked
             except ValueError:          # a kept op's input made equal to its output: unlinked
                 pass
         if order is None:
-            order = _topological(nodes, roots)
+            order = topological(nodes, roots)
             sinks = set(roots)
         # ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
         # them in each kernel that uses them, like a scalar
@@ -271,7 +273,7 @@ class CostModel:
                     return False
                 if outs is None:
                     outs = {w for w in members[a] + members[b] if written(w, a, b)}
-                if not outs <= _downstream(m, consumers, lambda c: c in in_compute and find(c) in (a, b)):
+                if not outs <= downstream(m, consumers, lambda c: c in in_compute and find(c) in (a, b)):
                     return False
             return True
 
@@ -359,7 +361,7 @@ class CostModel:
                 space = next(iter(keys[g]))[0]
                 reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
                 back = any(nodes[m].op not in REDUCTIONS and self.numel(self.space(nodes, m)) == self.numel(space)
-                           and _depends_on(nodes, m, reduced, ms_set) for m in ms)
+                           and depends_on(nodes, m, reduced, ms_set) for m in ms)
                 kind = "normalization" if back else "reduction"
                 inner_outer = self.reduction_kind(keys[g]) == "inner_outer"
             if all(self._is_view(nodes, m) for m in ms):
@@ -382,9 +384,9 @@ class CostModel:
                 # reductions along two sets of labels with nothing broadcast back: no persistent
                 # buffer, so nvFuser runs them as two reduction kernels over the same input
                 first = [m for m in ms if m not in set(outer)]
-                feeding = _feeding(nodes, outer, ms_set) - factories
+                fed = feeding(nodes, outer, ms_set) - factories
                 est.kernels.append(self._kernel("reduction", nodes, first, group_of, g, consumers, sinks, factories))
-                est.kernels.append(self._kernel("reduction", nodes, outer, group_of, g, consumers, sinks, factories, feeding))
+                est.kernels.append(self._kernel("reduction", nodes, outer, group_of, g, consumers, sinks, factories, fed))
                 continue
             k = self._kernel(kind, nodes, ms, group_of, g, consumers, sinks, factories)
             if inner_outer:
@@ -425,7 +427,7 @@ class CostModel:
                     head.add(k)
                     stack.append(k)
         tail = [m for m in ms if m not in head]
-        if not tail or not _feeding(nodes, tail, ms_set) - head - _feeding(nodes, reductions, ms_set):
+        if not tail or not feeding(nodes, tail, ms_set) - head - feeding(nodes, reductions, ms_set):
             return None
         return [m for m in ms if m in head], tail
 
@@ -469,86 +471,3 @@ def _kid_labels(nodes, n) -> int:
         if not nodes[k].is_scalar:
             mask |= nodes[k].labels
     return mask
-
-
-def _downstream(start, consumers, inside) -> set[int]:
-    """``start`` and what depends on it through nodes for which ``inside`` holds."""
-    seen, stack = {start}, [start]
-    while stack:
-        x = stack.pop()
-        for c in consumers.get(x, ()):
-            if c not in seen and inside(c):
-                seen.add(c)
-                stack.append(c)
-    return seen
-
-
-def _live_sinks(nodes, barriers, outputs) -> set[int]:
-    """The outputs, and the inputs of the barrier ops (matmul, ...) that they need."""
-    sinks, stack, seen = set(outputs), list(outputs), set()
-    while stack:
-        x = stack.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        stack.extend(nodes[x].kids)
-        if x in barriers:
-            sinks.update(barriers[x])
-            stack.extend(barriers[x])
-    return sinks
-
-
-def _feeding(nodes, targets, within) -> set[int]:
-    """Values from outside ``within`` that ``targets`` read through members of ``within``."""
-    out, stack, seen = set(), list(targets), set()
-    while stack:
-        x = stack.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        for k in nodes[x].kids:
-            if nodes[k].is_scalar:
-                continue
-            if k in within:
-                stack.append(k)
-            else:
-                out.add(k)
-    return out
-
-
-def _depends_on(nodes, m, targets, within) -> bool:
-    stack, seen = list(nodes[m].kids), set()
-    while stack:
-        x = stack.pop()
-        if x in targets:
-            return True
-        if x in seen or x not in within:
-            continue
-        seen.add(x)
-        stack.extend(nodes[x].kids)
-    return False
-
-
-def _topological(nodes, roots) -> list[int]:
-    order, state = [], {}
-    for r in roots:
-        stack = [(r, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                if state.get(n) != 2:
-                    state[n] = 2
-                    order.append(n)
-                continue
-            if state.get(n):
-                if state[n] == 1:
-                    raise ValueError("the candidate has a cycle")
-                continue
-            state[n] = 1
-            stack.append((n, True))
-            for k in nodes[n].kids:
-                if state.get(k) != 2:
-                    if state.get(k) == 1:
-                        raise ValueError("the candidate has a cycle")
-                    stack.append((k, False))
-    return order

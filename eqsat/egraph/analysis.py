@@ -8,12 +8,11 @@ from __future__ import annotations
 from egglog import String, eq, f64, i64, rule, ruleset, set_
 
 from . import dtype_codes
-from .vocabulary import (
-    CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min, Minimum, Mul, Neg,
-    Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub, Sum, Tern, Term, Un, Var, cast_dtype,
-    compute_dtype, dtype, float_code, floatify, floating, labels, no_negative_zero, nonneg, promote,
-    sum_dtype)
 from .terms import WEAK_FLOAT, WEAK_INT
+from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
+                         Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub, Sum, Term,
+                         Tern, Un, Var, cast_dtype, compute_dtype, dtype, float_code, floatify, floating,
+                         labels, no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
 

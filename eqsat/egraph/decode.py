@@ -12,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eqsat.ir.axes import ScalarType, TensorType
-from eqsat.ir import dtypes as dt
-from eqsat.ir.dtypes import DataType
 from eqsat.errors import FusionError
 from eqsat.frontend.recorder import FusionDefinition
+from eqsat.ir import dtypes as dt
+from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
-from .terms import IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 from eqsat.ir.replay import node_call
+
+from .terms import IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):

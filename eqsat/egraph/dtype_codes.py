@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from eqsat.ir import dtypes as dt
 from eqsat.ir.axes import ScalarType, TensorType, result_dtype
+
 from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
 
 D = dt.DataType

@@ -11,7 +11,7 @@ import math
 
 from egglog import EGraph
 
-from .terms import TermGraph
+from .terms import SIGNATURES, TermGraph
 
 
 def f64_literal(value: float) -> str:
@@ -31,8 +31,6 @@ def attr_literal(kind: str, value) -> str:
 
 
 def term_text(graph: TermGraph, tid: int, name) -> str:
-    from .terms import SIGNATURES
-
     node = graph[tid]
     kinds, _ = SIGNATURES[node.op]
     parts = [attr_literal(k, a) for k, a in zip(kinds, node.attrs)] + [name(c) for c in node.kids]

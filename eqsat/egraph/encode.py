@@ -14,6 +14,7 @@ from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.opspec import OPS
+
 from .terms import BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, UNARY_TERMS, TermGraph, scalar_code
 
 MAX_LABELS = 62

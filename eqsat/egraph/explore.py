@@ -7,11 +7,12 @@ from typing import Any, Iterable, Sequence
 
 from egglog import EggSmolError
 
+from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
+from eqsat.ir.fusion import Fusion
+
 from .egglog_text import run_text, term_ref
 from .encode import Encoding, encode
-from eqsat.frontend.ingest import ingest
-from eqsat.ir.fusion import Fusion
 from .saturate import Limits, Saturation, select_rules, session
 from .terms import REDUCTIONS, TermGraph, bits
 

@@ -17,11 +17,13 @@ from typing import Iterable
 
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
+from eqsat.rules import RULES
+
 from .analysis import analysis
-from .egglog_text import NAME_TABLE, named_program, run_text, term_ref
-from .vocabulary import Leaf, dtype_tables, labels
+from .egglog_text import NAME_TABLE, named_program, run_text
 from .encode import Encoding
 from .terms import TermGraph
+from .vocabulary import Leaf, dtype_tables, labels
 
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
 INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
@@ -54,8 +56,6 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
     otherwise) those whose sides may differ on NaN, +-inf or overflow; ``special_values=False``
     leaves out only the latter. What remains gives the same NaNs and infinities as the input
     fusion. Unknown names are an error."""
-    from eqsat.rules import RULES
-
     names = list(RULES) if rules is None else list(rules)
     unknown = [n for n in list(names) + list(exclude) if n not in RULES]
     if unknown:
@@ -70,8 +70,6 @@ class Session:
     """A prepared EGraph (one per thread: egglog's EGraph is not thread-safe)."""
 
     def __init__(self):
-        from eqsat.rules import RULES
-
         self.eg = EGraph()
         self.eg.register(set_(labels(Leaf(0))).to(0))       # declares the vocabulary
         self.eg.run(1, ruleset=analysis)
@@ -82,8 +80,6 @@ class Session:
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
-        from eqsat.rules import RULES
-
         for n in names:                     # a rule registered after this session began
             if n not in self._rule_sets:
                 self._rule_sets[n] = ruleset(RULES[n].egglog(), name=f"rule:{n}")

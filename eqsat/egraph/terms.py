@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import DataType
 
 UNARY_TERMS = {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
@@ -55,8 +56,6 @@ WEAK_BOOL, WEAK_INT, WEAK_FLOAT, WEAK_COMPLEX = 100, 101, 102, 103
 
 
 def scalar_code(dtype: DataType) -> int:
-    from eqsat.ir import dtypes as dt
-
     if dtype is DataType.Bool:
         return WEAK_BOOL
     if dtype in dt.INT_TYPES:

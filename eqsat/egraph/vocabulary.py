@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
-from .terms import SIGNATURES
+from eqsat.ir import dtypes as dt
+
+from .dtype_codes import WEAK, compute_code, exact_widenings, floatify_code, has_torch, promote_code, sum_code
+from .terms import DTYPES, SIGNATURES, WEAK_FLOAT, scalar_code
 
 
 class Term(Expr, egg_sort="Term"):
@@ -137,11 +140,6 @@ assert set(CONSTRUCTORS) == set(SIGNATURES)
 def dtype_tables(codes: set[int]) -> str:
     """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
     to, as egglog commands (the functions are in :mod:`eqsat.dtype_codes`)."""
-    from eqsat.ir import dtypes as dt
-    from .dtype_codes import (
-        WEAK, compute_code, exact_widenings, floatify_code, has_torch, promote_code, sum_code)
-    from .terms import DTYPES, WEAK_FLOAT, scalar_code
-
     codes = {c for c in codes if c in WEAK or has_torch(c)}
     codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(WEAK)
     codes |= {compute_code(c) for c in codes}

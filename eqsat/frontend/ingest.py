@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from eqsat.ir.dtypes import DataType
 from eqsat.errors import FusionError
-from .recorder import FusionDefinition
+from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
+
 from .reader import about_running, read_inputs, run_definition
+from .recorder import FusionDefinition, caller_line
 
 
 class _DataTypeNames:
@@ -28,8 +29,6 @@ class _DataTypeNames:
     def __getattr__(self, name: str) -> DataType:
         if name in DataType.__members__:
             return DataType[name]
-        from .recorder import caller_line
-
         raise FusionError(f"unknown dtype DataType.{name}; expected one of "
                           f"{', '.join(DataType.__members__)}", line=caller_line())
 

@@ -31,6 +31,8 @@ from typing import Any, Callable
 from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 
+from .recorder import SOURCE_LINE
+
 TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
               "run this file as Python")
 
@@ -250,8 +252,6 @@ class Reader:
         return self._guarded(node, fn, *args, **kwargs)
 
     def _guarded(self, node, fn, *args, **kwargs):
-        from .recorder import SOURCE_LINE
-
         token = SOURCE_LINE.set(node.lineno)
         try:
             return fn(*args, **kwargs)

@@ -19,12 +19,16 @@ import os
 import sys
 from typing import Any, Sequence
 
+from eqsat.errors import FusionError
 from eqsat.ir import dtypes as dt
 from eqsat.ir.axes import AxisInference, TensorType
 from eqsat.ir.dtypes import DataType
-from eqsat.errors import FusionError
 from eqsat.ir.fusion import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
 from eqsat.ir.opspec import OPERANDS, OPS, OpSpec, bind_call
+from eqsat.lowering.source import fusion_source
+from eqsat.reference.torch_executor import run_fusion
+
+from .operators import Operators
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -47,37 +51,6 @@ def caller_line() -> int | None:
             return frame.f_lineno
         frame = frame.f_back
     return None
-
-
-class Operators:
-    """Python operators on fd values, as nvFuser's Tensor and Scalar have them; ``_fd.ops``
-    does the work."""
-
-    __slots__ = ()
-
-    def _bin(op, swap=False):  # noqa: N805
-        def method(self, other):
-            a, b = (other, self) if swap else (self, other)
-            return getattr(self._fd.ops, op)(a, b)
-        return method
-
-    __add__, __radd__ = _bin("add"), _bin("add", True)
-    __sub__, __rsub__ = _bin("sub"), _bin("sub", True)
-    __mul__, __rmul__ = _bin("mul"), _bin("mul", True)
-    __truediv__, __rtruediv__ = _bin("div"), _bin("div", True)
-    __pow__, __rpow__ = _bin("pow"), _bin("pow", True)
-    __mod__ = _bin("fmod")
-    __and__, __or__, __xor__ = _bin("bitwise_and"), _bin("bitwise_or"), _bin("bitwise_xor")
-    __lt__, __le__, __gt__, __ge__ = _bin("lt"), _bin("le"), _bin("gt"), _bin("ge")
-    del _bin
-
-    def __neg__(self):
-        return self._fd.ops.neg(self)
-
-    def __abs__(self):
-        return self._fd.ops.abs(self)
-
-    __hash__ = object.__hash__
 
 
 class Value(Operators):
@@ -181,13 +154,9 @@ class FusionDefinition:
 
     def execute(self, inputs: Sequence[Any], **kwargs) -> list:
         """Run the definition through the torch executor (eqsat's reference)."""
-        from eqsat.reference.torch_executor import run_fusion
-
         return run_fusion(self.fusion, inputs, **kwargs)
 
     def __repr__(self) -> str:
-        from eqsat.ir.printing import fusion_source
-
         return fusion_source(self.fusion) if self._outputs else "<empty FusionDefinition>"
 
     # -- recording ---------------------------------------------------------------------------------

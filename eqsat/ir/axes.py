@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from . import dtypes as dt
-from .dtypes import DataType
 from eqsat.errors import FusionError
-from .fusion import SCALAR, TENSOR, Fusion, Node, Ref
+
+from . import dtypes as dt
 from . import opspec
+from .dtypes import DataType
+from .nodes import SCALAR, TENSOR, Node, Ref
 from .opspec import OPS
+
+if TYPE_CHECKING:                   # annotations only: fusion.py imports this module
+    from .fusion import Fusion
 
 
 @dataclass(frozen=True)

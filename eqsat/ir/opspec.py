@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fusion import SCALAR, TENSOR, VECTOR
+from .dtypes import DataType
+from .nodes import SCALAR, TENSOR, VECTOR
 
 _REQUIRED = object()
 
@@ -107,8 +108,6 @@ def bind_call(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
 
     As in nvFuser, a reduction's ``dims`` may be left out (all dims), and
     ``sum(T, DataType.Float)`` passes the dtype in the place of the dims."""
-    from .dtypes import DataType
-
     args = list(args)
     if spec.category == "reduction" and len(args) >= 2 and _looks_like_dtype(args[1]):
         if "dtype" in kwargs:
@@ -145,8 +144,6 @@ def _looks_like_dtype(value) -> bool:
 def call_form(spec: OpSpec, args: dict) -> tuple[list, dict]:
     """How an implementation is called back: leading parameters by position, the rest by
     keyword, leaving out those at their defaults."""
-    from .dtypes import DataType
-
     positional = [args[p] for p in spec.params[:spec.positional]]
     keywords = {}
     for p in spec.params[spec.positional:]:

@@ -1,8 +1,13 @@
 """Compact, readable text of a Fusion: one line per node, with each value's named axes."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .axes import ScalarType, TensorType, VectorType
-from .fusion import Fusion, Ref
+from .nodes import Ref
+
+if TYPE_CHECKING:                   # annotations only: fusion.py imports this module
+    from .fusion import Fusion
 
 
 def _type(t) -> str:
@@ -46,9 +51,3 @@ def format_fusion(fusion: Fusion) -> str:
     ext = ", ".join(f"a{k}={'?' if v is None else v}" for k, v in sorted(types.extents.items()))
     lines.append(f"extents: {ext}")
     return "\n".join(lines)
-
-
-def fusion_source(fusion: Fusion, style: str = "classic") -> str:
-    from eqsat.lowering.source import fusion_source as emit  # noqa: F401  (installed as eqsat.lowering)
-
-    return emit(fusion, style)

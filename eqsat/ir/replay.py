@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections import ChainMap
 from typing import Any, Callable
 
-from .dtypes import of_number
 from eqsat.errors import FusionError
+
+from .dtypes import of_number
 from .fusion import Fusion, Node, Ref
 from .opspec import OPERANDS, OPS, call_form
 

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import torch
 
+from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.dtypes import to_torch
+
 # relative tolerance per dtype; absolute tolerance is the same times the reference's scale
 RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 4e-3}
 for _name, _rtol in (("float8_e4m3fn", 0.125), ("float8_e5m2", 0.25), ("float8_e8m0fnu", 1.0)):
@@ -16,9 +19,6 @@ def output_rtols(fusion) -> list[float]:
     ``a * b + c`` to one FMA) can differ by one ulp of that dtype in an intermediate, and a sum
     over such values moves by that much relative to its summands, not to its own (perhaps
     cancelled) magnitude."""
-    from eqsat.ir.axes import ScalarType, TensorType
-    from eqsat.ir.dtypes import to_torch
-
     types = fusion.types
     worst: dict[int, float] = {}
     for node in fusion.nodes:

@@ -13,9 +13,10 @@ from typing import Sequence
 
 import torch
 
-from .devices import fresh_copies
 from eqsat.errors import FusionError
 from eqsat.ir.fusion import Fusion
+
+from .devices import fresh_copies
 from .torch_executor import run_fusion
 
 INDEX_OPS = frozenset({"index_select", "gather", "take_along_axis"})

@@ -8,13 +8,15 @@ from dataclasses import dataclass
 
 import torch
 
-from eqsat.reference.compare import mismatch, reduction_rtol
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion
+from eqsat.ir.replay import replay
 from eqsat.optimize import estimate_fusion, optimize_fusion
-from .random_fusion import RandomCase
+from eqsat.reference.compare import mismatch, reduction_rtol
 from eqsat.reference.torch_executor import TorchDefinition, TorchOps, run_fusion
+from eqsat.rules import RULES
 
+from .random_fusion import RandomCase
 
 REESTIMATE_SLACK = 0.05
 
@@ -50,8 +52,6 @@ def exact_on_special_values(report) -> bool:
     whose right side is in the result), and none that fired is one the report cannot credit
     (a right side of one constructor level). The optimized fusion must then give NaN and inf
     where the original does."""
-    from eqsat.rules import RULES
-
     inexact = [RULES[n] for n in report.rules_fired if n in RULES and not RULES[n].exact_on_special_values]
     return all(r.name not in report.rules and r.creditable for r in inexact)
 
@@ -112,8 +112,6 @@ def summand_magnitudes(fusion: Fusion, inputs) -> list:
     (a mean of a normalized tensor, exactly 0) gets the size of those terms: a reordered sum
     differs from it by their rounding, not by its own. Other ops see the changed sums (a
     mean of magnitudes subtracted): the floor is a size, not a bound."""
-    from eqsat.ir.replay import replay
-
     fd = TorchDefinition(list(inputs))
     fd.ops = _AbsoluteSums(device=fd.ops.device)
     try:

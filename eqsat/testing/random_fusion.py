@@ -32,9 +32,10 @@ from typing import Any, Sequence
 
 import torch
 
-from eqsat.ir.dtypes import DataType
 from eqsat.frontend.recorder import FusionDefinition
+from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion
+from eqsat.lowering.source import fusion_source
 
 FLOAT_TYPES = (DataType.Float, DataType.BFloat16, DataType.Half)
 TORCH_DTYPE = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}
@@ -103,8 +104,6 @@ class RandomCase:
     special: bool = False            # special values drawn into the inputs and constants
 
     def __repr__(self) -> str:        # hypothesis prints this for a failing example
-        from eqsat.lowering.source import fusion_source
-
         return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
 
 

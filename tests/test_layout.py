@@ -1,0 +1,141 @@
+"""The package's import graph: the stages import one way (no circles), a function-local import
+states why it is there, and no private name is imported from another module. Read from the
+source with ``ast`` (no module is imported), so a new circle fails here, not at a user's
+first import."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# where each installed package's files lie (pyproject.toml's package-dir)
+PACKAGES = {"eqsat": ROOT / "eqsat", "eqsat.rules": ROOT / "rules", "eqsat.lowering": ROOT / "lowering"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([pkg, *parts])
+            if pkg == "eqsat" and parts[:1] in (["rules"], ["lowering"]):
+                continue
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _type_checking_only(node, parents) -> bool:
+    for p in parents:
+        if isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test):
+            return True
+    return False
+
+
+def _imports(name: str, path: Path):
+    """(imported module, names, local, line, text) for each import of an eqsat module."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    stack = [(tree, ())]
+    while stack:
+        node, parents = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, parents + (node,)))
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or _type_checking_only(node, parents):
+            continue
+        local = any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) for p in parents)
+        text = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "eqsat":
+                    yield a.name, (), local, node.lineno, text
+            continue
+        if node.level:
+            base = _package_of(name, path).split(".")
+            base = base[: len(base) - node.level + 1]
+            mod = ".".join(base + ([node.module] if node.module else []))
+        else:
+            mod = node.module or ""
+        if mod.split(".")[0] != "eqsat":
+            continue
+        names = tuple(a.name for a in node.names)
+        submodules = [f"{mod}.{n}" for n in names if f"{mod}.{n}" in MODULES]
+        for sub in submodules:
+            yield sub, (), local, node.lineno, text
+        rest = tuple(n for n in names if f"{mod}.{n}" not in MODULES)
+        if rest:
+            yield mod, rest, local, node.lineno, text
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {m: set() for m in MODULES}
+    for name, path in MODULES.items():
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        for mod, _, _, _, _ in _imports(name, path):
+            if mod in MODULES and mod != name:
+                graph[name].add(mod)
+            # importing a.b.c runs a and a.b first, unless they are running already (the
+            # importing module's own packages)
+            parts = mod.split(".")
+            for i in range(1, len(parts)):
+                target = ".".join(parts[:i])
+                if target in MODULES and target not in ancestors and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def _cycle(graph) -> list[str] | None:
+    state, path = {}, []
+
+    def visit(n):
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if not state.get(m):
+                found = visit(m)
+                if found:
+                    return found
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if not state.get(n):
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_the_stages_import_one_way():
+    graph = _graph()
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_a_function_local_import_says_why():
+    unexplained = [f"{path.relative_to(ROOT)}:{line}" for name, path in MODULES.items()
+                   for _, _, local, line, text in _imports(name, path) if local and "#" not in text]
+    assert not unexplained, f"function-local imports without a stated reason: {unexplained}"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    private = [f"{path.relative_to(ROOT)}:{line}: {mod}.{n}" for name, path in MODULES.items()
+               for mod, names, _, line, _ in _imports(name, path) for n in names
+               if n.startswith("_") and not n.startswith("__")]
+    assert not private, private
+
+
+def test_the_folders_read_as_the_pipeline():
+    stages = ["frontend", "ir", "egraph", "rules", "cost", "lowering"]
+    for stage in stages:
+        assert f"eqsat.{stage}" in MODULES, f"no stage package eqsat.{stage}"
+    flat = sorted(n for n, p in MODULES.items() if n.count(".") == 1 and p.name != "__init__.py")
+    assert flat == ["eqsat.cli", "eqsat.errors", "eqsat.extract", "eqsat.optimize"], flat
