@@ -2,11 +2,11 @@
 
 Each docstring ends with what the rule assumes about special values (NaN, +-inf, signed zero,
 integer overflow); see :mod:`eqsat.rules.rule`."""
-from .rule import rule
+from .rule import DType, Term, rule
 
 
 @rule("algebra", signed_zeros=True)
-def add_commutes(k, a, b):
+def add_commutes(k, a: Term, b: Term):
     """a+b = b+a (bounded: each sum has two orders).
 
     Special values: exact. IEEE addition commutes for NaN, +-inf and signed zeros
@@ -16,7 +16,7 @@ def add_commutes(k, a, b):
 
 
 @rule("algebra", signed_zeros=True)
-def mul_commutes(k, a, b):
+def mul_commutes(k, a: Term, b: Term):
     """a*b = b*a (bounded: each product has two orders).
 
     Special values: exact. IEEE multiplication commutes for NaN, +-inf (0*inf is NaN either
@@ -25,7 +25,7 @@ def mul_commutes(k, a, b):
 
 
 @rule("algebra", signed_zeros=True)
-def double_negation(k, a):
+def double_negation(k, a: Term):
     """-(-a) = a (in a's compute dtype: negating bf16 gives Float).
 
     Special values: exact. Negation flips the sign bit only: NaN stays NaN, +-inf and a
@@ -34,7 +34,7 @@ def double_negation(k, a):
 
 
 @rule("algebra", signed_zeros=True)
-def abs_of_negation(k, a):
+def abs_of_negation(k, a: Term):
     """|-a| = |a| (in a's compute dtype).
 
     Special values: exact. NaN stays NaN, +-inf gives +inf and a signed zero gives +0.0 on
@@ -44,7 +44,7 @@ def abs_of_negation(k, a):
 
 
 @rule("algebra", signed_zeros=True)
-def abs_of_abs(k, a):
+def abs_of_abs(k, a: Term):
     """||a|| = |a|.
 
     Special values: exact (NaN, +inf, a +0.0 zero and an integer |INT_MIN| = INT_MIN are their
@@ -53,7 +53,7 @@ def abs_of_abs(k, a):
 
 
 @rule("algebra")
-def abs_of_nonnegative(k, a):
+def abs_of_nonnegative(k, a: Term):
     """|a| = a when a >= 0 (an exp, a square, an earlier abs...).
 
     Special values: NaN: kept (the sign analysis admits NaN: |NaN| is NaN). inf: exact: the
@@ -65,27 +65,27 @@ def abs_of_nonnegative(k, a):
 
 
 @rule("algebra", signed_zeros=True)
-def cast_to_own_dtype(k, x, D):
+def cast_to_own_dtype(k, x: Term, D: DType):
     """cast(x, dtype(x)) = x.
 
     Special values: exact: a cast to the value's own dtype changes no bit (NaN, +-inf, a
     signed zero, integers near their limits: no overflow)."""
-    return k.Cast(D, x), x, [k.same(k.dtype(x), D)]
+    return k.Cast(D, x), x, [k.has_dtype(x, D)]
 
 
 @rule("algebra", signed_zeros=True)
-def cast_round_trip(k, x, D, E):
+def cast_round_trip(k, x: Term, D: DType, E: DType):
     """cast(cast(x, E), D) = x when D is x's dtype and E holds every value of it exactly
     (bf16 -> fp32 -> bf16). Pays: no conversion kernels, and half-size intermediates.
 
     Special values: exact: E holds every value of D, NaN (its payload aside), +-inf and a
     signed zero included; an integer dtype widens only to one that holds its whole range (no
     overflow)."""
-    return k.Cast(D, k.Cast(E, x)), x, [k.same(k.dtype(x), D), k.widens(D, E)]
+    return k.Cast(D, k.Cast(E, x)), x, [k.has_dtype(x, D), k.widens(D, E)]
 
 
 @rule("algebra", signed_zeros=True)
-def negation_out_of_product(k, a, b):
+def negation_out_of_product(k, a: Term, b: Term):
     """(-a)*b = -(a*b): lets a negation reach a reduction it can cross. For floating products
     of full-precision operands: a bf16/fp16 product rounds (and fp16 overflows past 65504)
     where (-a)*b, computed in Float, does not.

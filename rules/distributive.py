@@ -10,12 +10,12 @@ becomes ``sum_k(x)[i] * b[i,j]``: N*K + N*J work instead of N*K*J.
 Each docstring ends with what the rule assumes about special values (NaN, +-inf, signed zero,
 integer overflow); see :mod:`eqsat.rules.rule`. Extents are taken to be 1 or more.
 """
-from .rule import rule
+from .rule import Axes, Term, rule
 
 
 @rule("distributive", reassociates=True,
       special_values="b = +-inf where a has a 0 (0*inf = NaN on the left only), or a product overflows on one side only")
-def sum_of_product_factor_right(k, a, b, R):
+def sum_of_product_factor_right(k, a: Term, b: Term, R: Axes):
     """Sum_R(a*b) = Sum_R(a)*b when b lacks R: b is constant along R and factors out.
     Pays when b adds labels to a: the product over all of them is never formed.
 
@@ -25,25 +25,25 @@ def sum_of_product_factor_right(k, a, b, R):
     one side only (reassociates). Integers are left alone: an Int32 product wraps where the
     right side's Int64 sum does not."""
     return (k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, k.acc(a)), b),
-            [k.disjoint(k.labels(b), R), k.floating(a), k.floating(b)])
+            [k.constant_along(b, R), k.floating(a), k.floating(b)])
 
 
 @rule("distributive", reassociates=True,
       special_values="a = +-inf where b has a 0 (0*inf = NaN on the left only), or a product overflows on one side only")
-def sum_of_product_factor_left(k, a, b, R):
+def sum_of_product_factor_left(k, a: Term, b: Term, R: Axes):
     """Sum_R(a*b) = a*Sum_R(b) when a lacks R (the mirror image).
 
     Special values: as the right-hand version: NaN alike; a = +-inf where b has a 0 gives
     NaN on the left only (flagged); signed zero not kept; overflow on one side only
     (reassociates); integers left alone."""
     return (k.Sum(R, k.Mul(a, b)), k.Mul(a, k.Sum(R, k.acc(b))),
-            [k.disjoint(k.labels(a), R), k.floating(a), k.floating(b)])
+            [k.constant_along(a, R), k.floating(a), k.floating(b)])
 
 
 @rule("distributive", reassociates=True,
       special_values="an inf in one factor where the other has a 0 (0*inf = NaN on the left only), "
                      "or a product overflows on one side only")
-def sum_of_product_mixed(k, a, b, R):
+def sum_of_product_mixed(k, a: Term, b: Term, R: Axes):
     """Sum_R(a*b) = Sum_C(Sum_Ra(a) * Sum_Rb(b)), where Ra (Rb) are the labels of R that only a
     (only b) varies along and C the rest of R: each factor is summed over its own axes before
     the product. Pays when both factors have axes of their own in R.
@@ -51,16 +51,16 @@ def sum_of_product_mixed(k, a, b, R):
     Special values: NaN alike. inf: a = inf and b = [0, 1] give NaN on the left, inf on the
     right (flagged). Signed zero not kept. Overflow: on one side only (reassociates).
     Integers are left alone (an Int32 product wraps, the Int64 sums do not)."""
-    la, lb = k.labels(a), k.labels(b)
-    ra, rb = R & k.minus(la, lb), R & k.minus(lb, la)
+    ra = k.varying_axes(a, k.constant_axes(b, R))       # the labels of R only a varies along
+    rb = k.varying_axes(b, k.constant_axes(a, R))       # the labels of R only b varies along
     return (k.Sum(R, k.Mul(a, b)), k.Sum(k.minus(R, ra | rb), k.Mul(k.Sum(ra, k.acc(a)), k.Sum(rb, k.acc(b)))),
-            [k.nonzero(ra), k.nonzero(rb), k.floating(a), k.floating(b)])
+            [k.has_axes(ra), k.has_axes(rb), k.floating(a), k.floating(b)])
 
 
 @rule("distributive", reassociates=True,
       special_values="b = 0 (a/0 is +inf, -inf or NaN per element, Sum(a)/0 one of them) or "
                      "b = +-inf (a/inf is 0 where Sum(a) may be inf)")
-def sum_of_quotient_by_constant(k, a, b, R):
+def sum_of_quotient_by_constant(k, a: Term, b: Term, R: Axes):
     """Sum_R(a/b) = Sum_R(a)/b when b lacks R (floating point only: integer division
     truncates).
 
@@ -70,11 +70,11 @@ def sum_of_quotient_by_constant(k, a, b, R):
     overflow on one side only (reassociates). Integers: a and a/b floating only (an Int64
     sum could wrap)."""
     return (k.Sum(R, k.Div(a, b)), k.Div(k.Sum(R, k.acc(a)), b),
-            [k.disjoint(k.labels(b), R), k.floating(k.Div(a, b)), k.floating(a)])
+            [k.constant_along(b, R), k.floating(k.Div(a, b)), k.floating(a)])
 
 
 @rule("distributive")
-def sum_of_negation(k, a, R):
+def sum_of_negation(k, a: Term, R: Axes):
     """Sum_R(-a) = -Sum_R(a): negation is exact and commutes with the sum.
 
     Special values: exact on NaN and +-inf: round-to-nearest is symmetric in sign, so every
@@ -83,12 +83,12 @@ def sum_of_negation(k, a, R):
     overflow: only where negating and summing wrap alike (the same dtype: Int64, or floats);
     an Int32 -INT_MIN wraps before the Int64 sum, which -Sum(a) does not."""
     return (k.Sum(R, k.Neg(a)), k.Neg(k.Sum(R, k.acc(a))),
-            [k.same(k.dtype(k.Neg(a)), k.dtype(k.Sum(R, k.Neg(a))))])
+            [k.has_dtype(k.Neg(a), k.dtype(k.Sum(R, k.Neg(a))))])
 
 
 @rule("distributive", special_values="b = +inf where a has -inf: a+b is NaN there, which the max "
                                      "carries, where Max(a)+b is +inf")
-def max_of_sum_with_constant(k, a, b, R):
+def max_of_sum_with_constant(k, a: Term, b: Term, R: Axes):
     """Max_R(a+b) = Max_R(a)+b when b lacks R: adding a constant is monotone.
 
     Special values: NaN in a or b: NaN on both sides. inf: a = [-inf, 1], b = +inf gives
@@ -96,56 +96,56 @@ def max_of_sum_with_constant(k, a, b, R):
     it is exact, overflow included (a+b rounds monotonically). Signed zero: not kept (the
     max of -0.0 and +0.0 is either). Integer overflow: floating point only: rounding is
     monotone, wrapping integer arithmetic is not (INT_MAX + 1 is INT_MIN)."""
-    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.disjoint(k.labels(b), R), k.floating(k.Add(a, b))]
+    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.constant_along(b, R), k.floating(k.Add(a, b))]
 
 
 @rule("distributive", special_values="a = +inf where b has -inf: a+b is NaN there, which the max "
                                      "carries, where a+Max(b) is +inf")
-def max_of_sum_with_constant_left(k, a, b, R):
+def max_of_sum_with_constant_left(k, a: Term, b: Term, R: Axes):
     """Max_R(a+b) = a+Max_R(b) when a lacks R.
 
     Special values: as the right-hand version: NaN alike; a = +inf where b has -inf gives
     NaN on the left, inf on the right (flagged); signed zero not kept; floating point only
     (integer overflow wraps, which is not monotone)."""
-    return k.Max(R, k.Add(a, b)), k.Add(a, k.Max(R, b)), [k.disjoint(k.labels(a), R), k.floating(k.Add(a, b))]
+    return k.Max(R, k.Add(a, b)), k.Add(a, k.Max(R, b)), [k.constant_along(a, R), k.floating(k.Add(a, b))]
 
 
 @rule("distributive", special_values="b = -inf where a has +inf: a+b is NaN there, which the min "
                                      "carries, where Min(a)+b is -inf")
-def min_of_sum_with_constant(k, a, b, R):
+def min_of_sum_with_constant(k, a: Term, b: Term, R: Axes):
     """Min_R(a+b) = Min_R(a)+b when b lacks R.
 
     Special values: NaN alike; a = [inf, 1], b = -inf gives NaN on the left, -inf on the
     right (flagged); exact for finite b, overflow included. Signed zero not kept. Floating
     point only (integer overflow wraps, which is not monotone)."""
-    return k.Min(R, k.Add(a, b)), k.Add(k.Min(R, a), b), [k.disjoint(k.labels(b), R), k.floating(k.Add(a, b))]
+    return k.Min(R, k.Add(a, b)), k.Add(k.Min(R, a), b), [k.constant_along(b, R), k.floating(k.Add(a, b))]
 
 
 @rule("distributive", special_values="b = -inf where a has -inf: a-b is NaN there, which the max "
                                      "carries, where Max(a)-b is +inf")
-def max_of_difference_with_constant(k, a, b, R):
+def max_of_difference_with_constant(k, a: Term, b: Term, R: Axes):
     """Max_R(a-b) = Max_R(a)-b when b lacks R (softmax's x - max(x) pattern, inverted).
 
     Special values: NaN alike; a = [-inf, 1], b = -inf gives NaN on the left, +inf on the
     right (flagged); exact for finite b, overflow included. Signed zero not kept.
     Floating point only (integer overflow wraps, which is not monotone)."""
-    return k.Max(R, k.Sub(a, b)), k.Sub(k.Max(R, a), b), [k.disjoint(k.labels(b), R), k.floating(k.Sub(a, b))]
+    return k.Max(R, k.Sub(a, b)), k.Sub(k.Max(R, a), b), [k.constant_along(b, R), k.floating(k.Sub(a, b))]
 
 
 @rule("distributive", special_values="b = +inf where a has +inf: a-b is NaN there, which the min "
                                      "carries, where Min(a)-b is -inf")
-def min_of_difference_with_constant(k, a, b, R):
+def min_of_difference_with_constant(k, a: Term, b: Term, R: Axes):
     """Min_R(a-b) = Min_R(a)-b when b lacks R.
 
     Special values: NaN alike; a = [inf, 1], b = +inf gives NaN on the left, -inf on the
     right (flagged); exact for finite b, overflow included. Signed zero not kept. Floating
     point only (integer overflow wraps, which is not monotone)."""
-    return k.Min(R, k.Sub(a, b)), k.Sub(k.Min(R, a), b), [k.disjoint(k.labels(b), R), k.floating(k.Sub(a, b))]
+    return k.Min(R, k.Sub(a, b)), k.Sub(k.Min(R, a), b), [k.constant_along(b, R), k.floating(k.Sub(a, b))]
 
 
 @rule("distributive", special_values="c = 0 where a has +-inf (0*inf = NaN on the left, Max(a)*0 "
                                      "= 0), or c = +inf where a has a 0")
-def max_of_product_with_nonnegative_constant(k, a, c, R):
+def max_of_product_with_nonnegative_constant(k, a: Term, c: Term, R: Axes):
     """Max_R(a*c) = Max_R(a)*c when c >= 0 lacks R: scaling by c >= 0 is monotone, in
     floating point (an integer product may wrap around, which is not monotone).
 
@@ -154,24 +154,24 @@ def max_of_product_with_nonnegative_constant(k, a, c, R):
     give NaN vs inf (flagged); exact for finite c > 0, overflow included (a*c rounds
     monotonically). Signed zero not kept. Integer overflow: floating point only."""
     return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
-            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
+            [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
 @rule("distributive", special_values="c = 0 where a has +-inf (0*inf = NaN on the left, Min(a)*0 "
                                      "= 0), or c = +inf where a has a 0")
-def min_of_product_with_nonnegative_constant(k, a, c, R):
+def min_of_product_with_nonnegative_constant(k, a: Term, c: Term, R: Axes):
     """Min_R(a*c) = Min_R(a)*c when c >= 0 lacks R (floating point: see the max rule).
 
     Special values: as the max rule: NaN alike; c = 0 with a +-inf, or c = +inf with a 0,
     give NaN on the left only (flagged); exact for finite c > 0; signed zero not kept;
     floating point only (integer overflow)."""
     return (k.Min(R, k.Mul(a, c)), k.Mul(k.Min(R, a), c),
-            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
+            [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
 @rule("distributive", special_values="n additions and one multiplication by n may round to "
                                      "different sides of overflow (inf vs the largest float)")
-def sum_over_axes_it_lacks(k, x, R):
+def sum_over_axes_it_lacks(k, x: Term, R: Axes):
     """Sum_R(x) = Sum_{R&X}(x) * |R-X|: x is constant along the labels of R it lacks (an
     expanded broadcast), so summing along them multiplies by their extent. Pays: no
     broadcast is materialized and reduced.
@@ -181,36 +181,36 @@ def sum_over_axes_it_lacks(k, x, R):
     near the same n*x, but the n roundings of the sum and the one of the product may fall
     on different sides of the largest float (flagged). Floating point only (an integer sum
     changes dtype)."""
-    lx = k.labels(x)
-    return (k.Sum(R, x), k.Mul(k.Sum(R & lx, x), k.Extent(k.minus(R, lx))),
-            [k.nonzero(k.minus(R, lx)), k.floating(x), k.full_precision(x)])
+    lacked = k.constant_axes(x, R)
+    return (k.Sum(R, x), k.Mul(k.Sum(k.varying_axes(x, R), x), k.Extent(lacked)),
+            [k.has_axes(lacked), k.floating(x), k.full_precision(x)])
 
 
 @rule("distributive", signed_zeros=True)
-def max_over_axes_it_lacks(k, x, R):
+def max_over_axes_it_lacks(k, x: Term, R: Axes):
     """Max_R(x) = Max_{R&X}(x): the max of a constant is the constant, when the labels of R
     that x lacks have static extents (>= 1): over an empty axis the max is -inf (nvFuser's
     init), and the definition emitted keeps symbolic extents symbolic, so they may be 0.
 
     Special values: exact: the max of copies of one value is that value, NaN, +-inf and a
     signed zero included; no arithmetic, so no overflow, in any dtype."""
-    lx = k.labels(x)
-    return k.Max(R, x), k.Max(R & lx, x), [k.nonzero(k.minus(R, lx)), k.nonempty(k.minus(R, lx))]
+    lacked = k.constant_axes(x, R)
+    return k.Max(R, x), k.Max(k.varying_axes(x, R), x), [k.has_axes(lacked), k.never_empty(lacked)]
 
 
 @rule("distributive", signed_zeros=True)
-def min_over_axes_it_lacks(k, x, R):
+def min_over_axes_it_lacks(k, x: Term, R: Axes):
     """Min_R(x) = Min_{R&X}(x), when the labels of R that x lacks have static extents (an
     empty axis gives +inf: see the max rule).
 
     Special values: exact, as the max rule (NaN, +-inf, a signed zero; no arithmetic, no
     overflow)."""
-    lx = k.labels(x)
-    return k.Min(R, x), k.Min(R & lx, x), [k.nonzero(k.minus(R, lx)), k.nonempty(k.minus(R, lx))]
+    lacked = k.constant_axes(x, R)
+    return k.Min(R, x), k.Min(k.varying_axes(x, R), x), [k.has_axes(lacked), k.never_empty(lacked)]
 
 
 @rule("distributive")
-def sum_over_nothing(k, x):
+def sum_over_nothing(k, x: Term):
     """Sum over no labels is the identity (floating point: an integer sum changes dtype).
 
     Special values: exact on NaN and +-inf (nothing is added). Signed zero: not kept (a sum
@@ -220,7 +220,7 @@ def sum_over_nothing(k, x):
 
 
 @rule("distributive", signed_zeros=True)
-def max_over_nothing(k, x):
+def max_over_nothing(k, x: Term):
     """Max over no labels is the identity.
 
     Special values: exact (NaN, +-inf and a signed zero kept; no arithmetic, no overflow)."""
@@ -228,7 +228,7 @@ def max_over_nothing(k, x):
 
 
 @rule("distributive", signed_zeros=True)
-def min_over_nothing(k, x):
+def min_over_nothing(k, x: Term):
     """Min over no labels is the identity.
 
     Special values: exact (NaN, +-inf and a signed zero kept; no arithmetic, no overflow)."""

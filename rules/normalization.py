@@ -2,12 +2,12 @@
 
 Only for full-precision inputs: nvFuser rejects var_mean of bf16/fp16 ("upcast to float"),
 and a mean of a half type would round where the sum form does not."""
-from .rule import rule
+from .rule import Axes, Correction, Term, rule
 
 
 @rule("normalization", special_values="the sum overflows to inf where nvFuser's welford mean of "
                                       "values above max/|R| does not")
-def mean_as_sum(k, x, R):
+def mean_as_sum(k, x: Term, R: Axes):
     """mean_R(x) = sum_R(x) / |R|. Pays: a sum fuses where nvFuser's welford may not, and the
     distributive rules then see through it.
 
@@ -18,7 +18,7 @@ def mean_as_sum(k, x, R):
 
 
 @rule("normalization", reassociates=True)
-def variance_as_sums(k, x, R, C):
+def variance_as_sums(k, x: Term, R: Axes, C: Correction):
     """var_R(x; correction c) = sum_R((x - mean_R(x))^2) / (|R| - c), the two-pass form, for
     c in {0, 1} (where |R| - c <= 0 only as 0/0, which both sides give as NaN).
 
@@ -27,4 +27,4 @@ def variance_as_sums(k, x, R, C):
     overflow where the variance does not (reassociates). Floating point only."""
     d = k.Sub(x, k.Mean(R, x))
     return (k.Var(R, C, x), k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C))),
-            [k.floating(x), k.full_precision(x), k.disjoint(C, -2)])
+            [k.floating(x), k.full_precision(x), k.zero_or_one(C)])

@@ -1,21 +1,27 @@
-"""How a rule is written: one Python function, read two ways.
+"""How a rule is written: one Python function, read three ways.
 
-    @rule("distributive", reassociates=True)
-    def sum_of_product_with_constant_factor(k, a, b, R):
+    @rule("distributive", reassociates=True, special_values="...")
+    def sum_of_product_factor_right(k, a: Term, b: Term, R: Axes):
         '''Sum_R(a*b) = Sum_R(a)*b when b lacks R ...'''
-        return k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, a), b), [k.disjoint(k.labels(b), R)]
+        return (k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, k.acc(a)), b),
+                [k.constant_along(b, R), k.floating(a), k.floating(b)])
 
-The function takes a namespace ``k`` and the rule's variables (lowercase: terms; uppercase:
-i64 label masks; names starting with ``D``: dtype codes) and returns ``(lhs, rhs, conditions)``.
+The function takes a namespace ``k`` and the rule's variables, each annotated with its kind
+(:data:`KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
+``Correction``, a variance's correction), and returns ``(lhs, rhs, conditions)``. A variable
+without a kind is an error when the rule is registered. :meth:`Rule.variables` reads the
+kinds, once, for every reader.
 
 Every rule says how it treats special values: ``reassociates=True`` where it changes the order
 of a floating-point sum or product (rounding, and where a partial sum overflows);
 ``special_values="why"`` where its sides differ on NaN, +-inf or overflow (the reason says
 which inputs); ``signed_zeros=True`` where it also keeps the sign of zero results. Rules with
 either of the first two are left out by ``reassociate=False`` (``--no-reassociate``).
-With :class:`EggNamespace` it builds the egglog rule; with the verifier's namespace
-(:mod:`eqsat.verify`) it evaluates both sides on random tensors. One definition serves both,
-so what is verified is what runs.
+With :class:`EggNamespace` it builds the egglog rule; with :class:`ShapeNamespace` it gives
+the shape of its right side; with the verifier's namespace (:mod:`eqsat.rules.verify`) it
+evaluates both sides on random tensors. One definition serves all three, so what is verified
+is what runs. The conditions a rule states in its domain's words (:class:`Conditions`) are
+written once, over the few primitives each namespace gives.
 """
 from __future__ import annotations
 
@@ -31,6 +37,40 @@ from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, dt
                                      nonempty_labels, nonneg, widens)
 
 
+class Axes:
+    """The kind of a rule variable that is a set of axis labels (an i64 bit mask): what a
+    reduction reduces over, what an Extent multiplies."""
+
+
+class DType:
+    """The kind of a rule variable that is a dtype code (:mod:`eqsat.egraph.terms`)."""
+
+
+class Correction:
+    """The kind of a rule variable that is a variance's correction (an integer)."""
+
+
+# the kinds of rule variables (``Term`` is the e-graph's Term sort itself)
+KINDS = (Term, Axes, DType, Correction)
+
+
+def rule_variables(name: str, fn: Callable) -> list[tuple[str, type]]:
+    """The variables of the rule ``name`` that ``fn`` defines, with their kinds: its
+    parameters after the namespace, each annotated with one of :data:`KINDS`."""
+    try:
+        params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
+    except NameError as err:
+        raise ValueError(f"rule {name}: a variable's kind is not known here ({err})") from None
+    out = []
+    for p in params:
+        if p.annotation not in KINDS:
+            said = "has no kind" if p.annotation is p.empty else f"has the kind {p.annotation!r}"
+            raise ValueError(f"rule {name}: variable {p.name} {said}; annotate it with one of "
+                             f"{', '.join(k.__name__ for k in KINDS)} (def {fn.__name__}(k, {p.name}: Term, ...))")
+        out.append((p.name, p.annotation))
+    return out
+
+
 @dataclass
 class Rule:
     name: str
@@ -40,6 +80,9 @@ class Rule:
     doc: str = ""
     special_values: str = ""      # why the sides may differ on NaN, +-inf or overflow; "" if they don't
     signed_zeros: bool = False    # the sides also agree on the sign of zero results
+
+    def __post_init__(self):
+        rule_variables(self.name, self.fn)       # every variable has a kind, or the rule is refused
 
     @property
     def exact_on_special_values(self) -> bool:
@@ -54,20 +97,20 @@ class Rule:
                                 ("signed zeros", self.signed_zeros)) if on]
 
     @property
-    def variables(self) -> list[str]:
-        return list(inspect.signature(self.fn).parameters)[1:]
+    def variables(self) -> list[tuple[str, type]]:
+        """The rule's variables, in order, with their kinds (:data:`KINDS`)."""
+        return rule_variables(self.name, self.fn)
 
     def egglog(self):
         k = EggNamespace()
-        args = [var(n, i64 if n[0].isupper() else Term) for n in self.variables]
+        args = [var(name, Term if kind is Term else i64) for name, kind in self.variables]
         lhs, rhs, conditions = self.fn(k, *args)
         return egg_rule(lhs, *k.facts, *conditions, name=self.name).then(union(lhs).with_(rhs))
-
 
     def rhs_shape(self):
         """The right-hand side's constructor tree, with variables as None: ("Mul", ("Sum", None), None)."""
         k = ShapeNamespace()
-        _, rhs, _ = self.fn(k, *[_Mask() if n[0].isupper() else _Hole() for n in self.variables])
+        _, rhs, _ = self.fn(k, *[_Hole() if kind is Term else _Mask() for _, kind in self.variables])
         return rhs.shape if isinstance(rhs, _Shape) else None
 
     @property
@@ -125,12 +168,38 @@ def rule(family: str, *, reassociates: bool = False, special_values: str = "",
         if name in RULES:
             raise ValueError(f"two rules are named {name}")
         RULES[name] = Rule(name, family, fn, reassociates, inspect.getdoc(fn) or "",
-                           special_values, signed_zeros)
+                           special_values, signed_zeros)      # refused if a variable has no kind
         return fn
     return register
 
 
-class EggNamespace:
+class Conditions:
+    """The conditions rules state, in the words of their domain, written once over the
+    primitives every namespace gives (``labels``, ``dtype``, ``disjoint``, ``minus``,
+    ``same``): in egglog they are the same query facts the primitives make."""
+
+    def constant_along(self, x, R):
+        """``x`` is constant along every label of ``R`` (it varies along none of them)."""
+        return self.disjoint(self.labels(x), R)
+
+    def constant_axes(self, x, R):
+        """The labels of ``R`` that ``x`` is constant along (an Axes value)."""
+        return self.minus(R, self.labels(x))
+
+    def varying_axes(self, x, R):
+        """The labels of ``R`` that ``x`` varies along (an Axes value)."""
+        return R & self.labels(x)
+
+    def has_dtype(self, x, D):
+        """``x``'s dtype is the code ``D``."""
+        return self.same(self.dtype(x), D)
+
+    def zero_or_one(self, C):
+        """The integer ``C`` is 0 or 1 (no bit but the lowest)."""
+        return self.disjoint(C, -2)
+
+
+class EggNamespace(Conditions):
     """Builds egglog patterns; analysis lookups are bound to fresh variables in the query."""
 
     def __init__(self):
@@ -148,9 +217,11 @@ class EggNamespace:
         return self._bound[key]
 
     def labels(self, t):
+        """The labels ``t`` varies along (an Axes value)."""
         return self._bind(labels, t, "labels")
 
     def dtype(self, t):
+        """``t``'s dtype code."""
         return self._bind(dtype, t, "dtype")
 
     def _compute(self, t):
@@ -168,34 +239,40 @@ class EggNamespace:
 
     @staticmethod
     def floating(t):
+        """``t``'s dtype is a floating-point one."""
         return floating(t)
 
     @staticmethod
     def nonneg(t):
+        """Every element of ``t`` is >= 0 (-0.0 included) or NaN."""
         return nonneg(t)
 
     @staticmethod
     def widens(narrow, wide):
+        """A cast from dtype ``narrow`` to ``wide`` and back is exact."""
         return widens(narrow, wide)
 
-    # label-mask arithmetic
+    # sets of labels (Axes values): & and | as for sets
     @staticmethod
     def disjoint(m1, m2):
+        """No label is in both."""
         return eq(m1 & m2).to(i64(0))
 
     @staticmethod
-    def nonzero(m):
+    def has_axes(m):
+        """At least one label."""
         return ne(m).to(i64(0))
-
-    @staticmethod
-    def nonempty(m):
-        """Every label of ``m`` has a static extent of at least 1 (see ``nonempty_labels``)."""
-        return eq(m & nonempty_labels()).to(m)
 
     @staticmethod
     def several(m):
         """More than one label."""
         return ne(m & (m - i64(1))).to(i64(0))
+
+    @staticmethod
+    def never_empty(m):
+        """Every label of ``m`` has a static extent of at least 1, so that no axis of them is
+        empty at run time (see ``nonempty_labels``)."""
+        return eq(m & nonempty_labels()).to(m)
 
     @staticmethod
     def low(m):
@@ -204,8 +281,10 @@ class EggNamespace:
 
     @staticmethod
     def minus(m1, m2):
+        """The labels of ``m1`` not in ``m2``."""
         return m1 ^ (m1 & m2)
 
     @staticmethod
     def same(x, y):
+        """Two analysis values (dtype codes) are equal."""
         return eq(x).to(y)

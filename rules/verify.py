@@ -31,21 +31,19 @@ from dataclasses import dataclass
 
 import torch
 
-from eqsat.egraph.dtype_codes import (FLOAT_UNARY, SAME_DTYPE_UNARY, WEAK, compute_code, exact_widenings,
-                                      floatify_code, promote_code, sum_code)
-from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, WEAK_FLOAT, WEAK_INT, bits
+from eqsat.egraph.dtype_codes import WEAK, compute_code, exact_widenings, result_code
+from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
 from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.reference.torch_executor import TorchOps
 
 from . import RULES
+from .rule import Axes, Conditions, Correction, DType, Term
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
 _INT_CODES = [DTYPE_CODE[d] for d in (DataType.Int32, DataType.Int)]
 _DOUBLE = DTYPE_CODE[DataType.Double]
 _WIDENS = set(exact_widenings())
-_SAME_DTYPE = {*SAME_DTYPE_UNARY, "Max", "Min"}             # as the analysis sets them
-_FLOAT_MATH = {*FLOAT_UNARY, "Mean", "Var"}
 
 
 def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
@@ -88,8 +86,9 @@ class Named:
         return t.reshape(shape)
 
 
-class EvalNamespace:
-    """Evaluates rule sides; the constructors mirror :mod:`eqsat.terms`."""
+class EvalNamespace(Conditions):
+    """Evaluates rule sides; the constructors are the table of terms' (:data:`TERMS`), the
+    conditions booleans."""
 
     def __init__(self, extents: dict[int, int]):
         self.extents = extents
@@ -118,7 +117,7 @@ class EvalNamespace:
 
     def _reduce(self, op, mask, a: Named, correction=None) -> Named:
         out = self._reduce_values(op, mask, a, correction)
-        code = a.dtype if op in _SAME_DTYPE else floatify_code(a.dtype) if op in _FLOAT_MATH else sum_code(a.dtype)
+        code = result_code(TERMS[op].dtype, [a.dtype])
         return Named(_rounded(out.t, code), out.labels, code)
 
     def _reduce_values(self, op, mask, a: Named, correction=None) -> Named:
@@ -142,7 +141,7 @@ class EvalNamespace:
         if op in ("Sum", "Prod") and not t.is_floating_point():
             t = t.to(torch.int64)                   # integers accumulate in Int64
         if dims:
-            t = getattr(_OPS, op.lower())(t, dims)
+            t = getattr(_OPS, IR_OP[op])(t, dims)
         n = math.prod(self.extents[l] for l in absent)
         if op == "Sum":
             t = t * n
@@ -151,14 +150,15 @@ class EvalNamespace:
         return Named(t, rest, a.dtype)
 
     def __getattr__(self, name):
-        if name in ("Sum", "Max", "Min", "Prod", "Mean"):
-            return lambda mask, a: self._reduce(name, mask, a)
-        if name == "Var":
-            return lambda mask, c, a: self._reduce("Var", mask, a, c)
-        if name in IR_OP:
-            op = getattr(_OPS, IR_OP[name])
+        """The table's reductions, and its pointwise terms that are one IR op (the torch
+        executor's); the other terms are methods above."""
+        spec = TERMS.get(name)
+        if spec is not None and spec.kind == "reduction":       # (labels, [correction,] a)
+            return lambda mask, *rest: self._reduce(name, mask, rest[-1], *rest[:-1])
+        if spec is not None and spec.kind == "pointwise" and spec.ir_op:
+            op = getattr(_OPS, spec.ir_op)
             return lambda *xs: self._pointwise(_defined(name, op), *xs,
-                                               dtype=_result_code(name, [x.dtype for x in xs]))
+                                               dtype=result_code(spec.dtype, [x.dtype for x in xs]))
         raise AttributeError(name)
 
     def acc(self, a: Named) -> Named:
@@ -196,11 +196,11 @@ class EvalNamespace:
         return m1 & m2 == 0
 
     @staticmethod
-    def nonzero(m):
+    def has_axes(m):
         return m != 0
 
     @staticmethod
-    def nonempty(m):
+    def never_empty(m):
         return True          # the verifier draws every extent at 1 or more
 
     @staticmethod
@@ -235,20 +235,6 @@ def _defined(name: str, op):
             raise ValueError("integer division by zero")
         return op(a, b)
     return div
-
-
-def _result_code(name: str, codes: list[int]) -> int:
-    """The dtype code of a pointwise constructor's result, as the e-graph's analysis gives it."""
-    if name in _SAME_DTYPE:
-        return codes[0]
-    if name in _FLOAT_MATH:
-        return floatify_code(codes[0])
-    if len(codes) == 1:            # Neg
-        return compute_code(codes[0])
-    out = codes[0]
-    for c in codes[1:]:
-        out = promote_code(out, c)
-    return out
 
 
 @dataclass
@@ -355,7 +341,7 @@ def _draw_case(rule, rng: random.Random, values: str):
     k = EvalNamespace(extents)
     # the categories of special values each batch instance meets, in all its variables
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
-    env = [_draw_variable(name, rng, extents, values, themes) for name in rule.variables]
+    env = [_draw_variable(kind, rng, extents, values, themes) for _, kind in rule.variables]
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
     except ValueError:
@@ -371,13 +357,15 @@ def _draw_case(rule, rng: random.Random, values: str):
 BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
 
 
-def _draw_variable(name: str, rng: random.Random, extents: dict, values: str, themes=(None,)):
-    if name[0] in "DE":                                # a dtype code
+def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,)):
+    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`)."""
+    if kind is DType:
         return rng.choice(_FLOAT_CODES + _INT_CODES)
-    if name[0] == "C":                                 # a var correction
+    if kind is Correction:
         return rng.choice([0, 1, 2, 3])
-    if name[0].isupper():                              # a label mask (not the batch label)
+    if kind is Axes:                                   # not the batch label
         return rng.randrange(1, 1 << (len(extents) - 1)) if rng.random() < 0.9 else 0
+    assert kind is Term
     r = rng.random()
     code = rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35 else _DOUBLE
     return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,

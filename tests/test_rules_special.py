@@ -13,7 +13,7 @@ from eqsat.egraph.explore import explore
 from eqsat.egraph.saturate import select_rules
 from eqsat.egraph.terms import DTYPE_CODE
 from eqsat.ir.dtypes import to_torch
-from eqsat.rules import RULES, Rule
+from eqsat.rules import RULES, Axes, Rule, Term
 from eqsat.rules.verify import special_values, values_for, verify, verify_rule
 
 MAX_MIN_RULES = ["max-of-sum-with-constant", "max-of-sum-with-constant-left", "min-of-sum-with-constant",
@@ -161,13 +161,13 @@ def test_integer_rewrites_that_wrap_differently_are_not_made(given, rewritten, a
 
 # -- the verifier -------------------------------------------------------------------------------
 
-def _max_of_product_unflagged(k, a, c, R):
+def _max_of_product_unflagged(k, a: Term, c: Term, R: Axes):
     return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
-            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
+            [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
-def _max_of_sum_unflagged(k, a, b, R):
-    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.disjoint(k.labels(b), R), k.floating(k.Add(a, b))]
+def _max_of_sum_unflagged(k, a: Term, b: Term, R: Axes):
+    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.constant_along(b, R), k.floating(k.Add(a, b))]
 
 
 @pytest.mark.parametrize("fn", [_max_of_product_unflagged, _max_of_sum_unflagged])
@@ -179,7 +179,7 @@ def test_the_verifier_catches_a_rule_not_exact_on_special_values(fn):
 
 
 def test_the_verifier_catches_integer_wrap_around():
-    def sum_of_negation_in_any_dtype(k, a, R):
+    def sum_of_negation_in_any_dtype(k, a: Term, R: Axes):
         return k.Sum(R, k.Neg(a)), k.Neg(k.Sum(R, k.acc(a))), []
 
     verdict = verify_rule(Rule("wrong", "test", sum_of_negation_in_any_dtype), cases=200)
@@ -188,7 +188,7 @@ def test_the_verifier_catches_integer_wrap_around():
 
 
 def test_the_verifier_checks_signed_zeros_where_a_rule_claims_them():
-    def sum_of_negation(k, a, R):        # Sum([-0.0, -0.0]) is +0.0, -Sum([0.0, 0.0]) is -0.0
+    def sum_of_negation(k, a: Term, R: Axes):        # Sum([-0.0, -0.0]) is +0.0, -Sum([0.0, 0.0]) is -0.0
         return k.Sum(R, k.Neg(a)), k.Neg(k.Sum(R, k.acc(a))), [k.floating(a)]
 
     verdict = verify_rule(Rule("claims", "test", sum_of_negation, signed_zeros=True), cases=200)

@@ -1,77 +1,89 @@
 """Analysis rules: fill ``labels``, ``dtype``, ``floating`` and ``nonneg`` for every class.
 
-They run to saturation before and between rewrite iterations; leaves and generic ops
-(``Un``/``Bin``/``Tern``) have theirs set when the e-graph is built.
+They run to saturation before and between rewrite iterations. Labels and dtypes follow each
+term's row of the table of terms (:data:`~.terms.TERMS`: its kind and its dtype rule); a
+leaf's labels and dtype, and a generic op's (``Un``/``Bin``/``Tern``) dtype, are set when the
+e-graph is built.
 """
 from __future__ import annotations
 
-from egglog import String, eq, f64, i64, rule, ruleset, set_
+from egglog import String, eq, f64, i64, rule, ruleset, set_, var
 
-from . import dtype_codes
-from .terms import WEAK_FLOAT, WEAK_INT
-from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
-                         Minimum, Mul, Neg, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sub, Sum, Term,
-                         Tern, Un, Var, cast_dtype, compute_dtype, dtype, float_code, floatify, floating,
-                         labels, no_negative_zero, nonneg, promote, sum_dtype)
+from .terms import TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
+from .vocabulary import (CONSTRUCTORS, Abs, Add, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
+                         Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Var,
+                         cast_dtype, compute_dtype, dtype, float_code, floatify, floating, labels,
+                         no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
 
-SAME_DTYPE_UNARY = tuple(CONSTRUCTORS[n] for n in dtype_codes.SAME_DTYPE_UNARY)
-FLOAT_UNARY = tuple(CONSTRUCTORS[n] for n in dtype_codes.FLOAT_UNARY)
-BINARY = (Add, Sub, Mul, Div, Maximum, Minimum, Pow)
-REDUCE = (Sum, Max, Min, Prod, Mean)
+_SORTS = {"i64": i64, "f64": f64, "String": String}
+
+
+def _applied(spec: TermSpec):
+    """``spec``'s constructor on fresh variables: (the term, its attribute variables, its kids)."""
+    attrs = [var(f"attr_{kind}{i}", _SORTS[sort]) for i, (kind, sort) in enumerate(zip(spec.attrs, spec.sorts))]
+    kids = [var(f"kid{i}", Term) for i in range(spec.kids)]
+    return CONSTRUCTORS[spec.name](*attrs, *kids), attrs, kids
+
+
+def labels_rule(spec: TermSpec):
+    """The rule that sets a term's labels from its kids' (by its kind), or None (a leaf's
+    labels are given by the encoding)."""
+    term, attrs, kids = _applied(spec)
+    kid_labels = [var(f"kid_labels{i}", i64) for i in range(len(kids))]
+    query = [term, *(eq(la).to(labels(k)) for la, k in zip(kid_labels, kids))]
+    if spec.kind == "leaf":
+        return None
+    if spec.kind == "scalar":
+        value = i64(0)
+    elif spec.kind == "reduction":            # the kid's labels less the reduced ones
+        value = kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])
+    else:                                      # pointwise: every label a kid varies along
+        value = kid_labels[0]
+        for la in kid_labels[1:]:
+            value = value | la
+    return rule(*query).then(set_(labels(term)).to(value))
+
+
+def dtype_rule(spec: TermSpec):
+    """The rule that sets a term's dtype code by its dtype rule (``DTYPE_RULES``), or None
+    where the encoding gives it. Table lookups (promote, floatify...) are bound in the query:
+    egglog allows no lookup of a non-constructor function in an action."""
+    if spec.dtype == "given":
+        return None
+    term, attrs, kids = _applied(spec)
+    kid_dtypes = [var(f"kid_dtype{i}", i64) for i in range(len(kids))]
+    query = [term, *(eq(d).to(dtype(k)) for d, k in zip(kid_dtypes, kids))]
+    result = var("result", i64)
+    if spec.dtype == "weak int":
+        value = i64(WEAK_INT)
+    elif spec.dtype == "weak float":
+        value = i64(WEAK_FLOAT)
+    elif spec.dtype == "same":
+        value = kid_dtypes[0]
+    elif spec.dtype == "promote":
+        value = kid_dtypes[0]
+        for i, d in enumerate(kid_dtypes[1:]):
+            promoted = var(f"promoted{i}", i64)
+            query.append(eq(promoted).to(promote(value, d)))
+            value = promoted
+    else:
+        table = {"compute": compute_dtype, "float": floatify, "sum": sum_dtype}
+        lookup = (cast_dtype(attrs[spec.attrs.index("dtype")], kid_dtypes[0]) if spec.dtype == "cast"
+                  else table[spec.dtype](kid_dtypes[0]))
+        query.append(eq(result).to(lookup))
+        value = result
+    return rule(*query).then(set_(dtype(term)).to(value))
 
 
 @analysis.register
-def _labels(a: Term, b: Term, e: Term, la: i64, lb: i64, le: i64, r: i64, c: i64, d: i64, f: f64,
-            s: String):
-    for u in SAME_DTYPE_UNARY + FLOAT_UNARY + (Neg,):
-        yield rule(eq(la).to(labels(a)), u(a)).then(set_(labels(u(a))).to(la))
-    for op in BINARY:
-        yield rule(op(a, b), eq(la).to(labels(a)), eq(lb).to(labels(b))).then(
-            set_(labels(op(a, b))).to(la | lb))
-    yield rule(Cast(d, a), eq(la).to(labels(a))).then(set_(labels(Cast(d, a))).to(la))
-    # generic ops are all pointwise: they vary along what their operands vary along
-    yield rule(Un(s, a), eq(la).to(labels(a))).then(set_(labels(Un(s, a))).to(la))
-    yield rule(Bin(s, a, b), eq(la).to(labels(a)), eq(lb).to(labels(b))).then(
-        set_(labels(Bin(s, a, b))).to(la | lb))
-    yield rule(Tern(s, a, b, e), eq(la).to(labels(a)), eq(lb).to(labels(b)), eq(le).to(labels(e))).then(
-        set_(labels(Tern(s, a, b, e))).to(la | lb | le))
-    for red in REDUCE:
-        yield rule(red(r, a), eq(la).to(labels(a))).then(set_(labels(red(r, a))).to(la ^ (la & r)))
-    yield rule(Var(r, c, a), eq(la).to(labels(a))).then(set_(labels(Var(r, c, a))).to(la ^ (la & r)))
-    yield rule(Extent(r)).then(set_(labels(Extent(r))).to(i64(0)))
-    yield rule(Int(c)).then(set_(labels(Int(c))).to(i64(0)))
-    yield rule(Num(f)).then(set_(labels(Num(f))).to(i64(0)))
-
-
-@analysis.register
-def _dtypes(a: Term, b: Term, da: i64, db: i64, dc: i64, r: i64, c: i64, d: i64, f: f64):
-    # table lookups (promote, floatify...) are bound in the query: egglog allows no lookup
-    # of a non-constructor function in an action
-    for u in SAME_DTYPE_UNARY:
-        yield rule(u(a), eq(da).to(dtype(a))).then(set_(dtype(u(a))).to(da))
-    for u in FLOAT_UNARY:
-        yield rule(u(a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(set_(dtype(u(a))).to(dc))
-    # negation is arithmetic: bf16/fp16 come out in Float
-    yield rule(Neg(a), eq(da).to(dtype(a)), eq(dc).to(compute_dtype(da))).then(set_(dtype(Neg(a))).to(dc))
-    for op in BINARY:
-        yield rule(op(a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)), eq(dc).to(promote(da, db))).then(
-            set_(dtype(op(a, b))).to(dc))
-    yield rule(Cast(d, a), eq(da).to(dtype(a)), eq(dc).to(cast_dtype(d, da))).then(
-        set_(dtype(Cast(d, a))).to(dc))
-    for red in (Sum, Prod):
-        yield rule(red(r, a), eq(da).to(dtype(a)), eq(dc).to(sum_dtype(da))).then(
-            set_(dtype(red(r, a))).to(dc))
-    for red in (Max, Min):
-        yield rule(red(r, a), eq(da).to(dtype(a))).then(set_(dtype(red(r, a))).to(da))
-    yield rule(Mean(r, a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(set_(dtype(Mean(r, a))).to(dc))
-    yield rule(Var(r, c, a), eq(da).to(dtype(a)), eq(dc).to(floatify(da))).then(
-        set_(dtype(Var(r, c, a))).to(dc))
-    yield rule(Extent(r)).then(set_(dtype(Extent(r))).to(i64(WEAK_INT)))
-    yield rule(Int(c)).then(set_(dtype(Int(c))).to(i64(WEAK_INT)))
-    yield rule(Num(f)).then(set_(dtype(Num(f))).to(i64(WEAK_FLOAT)))
-    yield rule(eq(da).to(dtype(a)), float_code(da)).then(floating(a))
+def _labels_and_dtypes():
+    """Every term's labels and dtype, from its row of the table of terms."""
+    for spec in TERMS.values():
+        yield from (r for r in (labels_rule(spec), dtype_rule(spec)) if r is not None)
+    a, d = var("a", Term), var("d", i64)
+    yield rule(eq(d).to(dtype(a)), float_code(d)).then(floating(a))
 
 
 @analysis.register

@@ -20,7 +20,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from .terms import GENERIC, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
@@ -157,13 +157,6 @@ class TermLowering:
         return tuple(order)
 
     # -- terms -------------------------------------------------------------------------------
-    def lowered_kids(self, tid: int) -> tuple[int, ...]:
-        """The kids that ``_lower`` lowers through ``lower``, in its order."""
-        n = self.g[tid]
-        if n.op in ("Leaf", "Num", "Int", "Extent"):
-            return ()
-        return n.kids[:1] if n.op in REDUCTIONS else n.kids
-
     def lower(self, tid: int) -> Lowered:
         if tid in self.memo:
             return self.memo[tid]
@@ -174,13 +167,13 @@ class TermLowering:
             top = stack[-1]
             if top in self.memo:
                 stack.pop()
-            elif top in entered or not any(k not in self.memo for k in self.lowered_kids(top)):
+            elif top in entered or not any(k not in self.memo for k in self.g[top].kids):
                 stack.pop()
                 if top != tid:
                     self.lower_one(top)
             else:
                 entered.add(top)
-                stack.extend(k for k in reversed(self.lowered_kids(top)) if k not in self.memo)
+                stack.extend(k for k in reversed(self.g[top].kids) if k not in self.memo)
         return self.lower_one(tid)
 
     def lower_one(self, tid: int) -> Lowered:
@@ -216,7 +209,7 @@ class TermLowering:
         if op == "Cast":
             dtype = code_dtype(n.attrs[0])
             return Lowered(fd.ops.cast(args[0], dtype=dtype), order)
-        name = n.attrs[0] if op in ("Un", "Bin", "Tern") else IR_OP[op]
+        name = n.attrs[0] if op in GENERIC else IR_OP[op]      # a generic term names its op
         return Lowered(getattr(fd.ops, name)(*args), order)
 
     def reduction(self, tid: int) -> Lowered:

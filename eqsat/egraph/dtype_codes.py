@@ -8,10 +8,6 @@ from eqsat.ir.axes import ScalarType, TensorType, result_dtype
 from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
 
 D = dt.DataType
-# how each constructor's dtype follows from its operand's (the e-graph's dtype analysis and the
-# rule verifier both read these): kept as is, or float math (floatify_code)
-SAME_DTYPE_UNARY = ("Abs", "Relu")
-FLOAT_UNARY = ("Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid")
 WEAK = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}     # weak code -> an example
 
 
@@ -56,6 +52,26 @@ def promote_code(a: int, b: int) -> int:
     if a in WEAK and b in WEAK:
         return max(a, b)
     return DTYPE_CODE[result_dtype(_operand(a), _operand(b), arithmetic=True)]
+
+
+def result_code(rule: str, codes: list[int]) -> int:
+    """The dtype code of a term whose dtype follows ``rule`` (a :data:`~.terms.DTYPE_RULES`
+    rule that reads its kids) from its kids' ``codes``: what the dtype analysis derives, for
+    the rule verifier to compute with."""
+    if rule == "same":
+        return codes[0]
+    if rule == "compute":
+        return compute_code(codes[0])
+    if rule == "float":
+        return floatify_code(codes[0])
+    if rule == "sum":
+        return sum_code(codes[0])
+    if rule == "promote":
+        out = codes[0]
+        for c in codes[1:]:
+            out = promote_code(out, c)
+        return out
+    raise ValueError(f"the dtype rule {rule!r} does not follow from the kids' dtypes alone")
 
 
 def exact_widenings() -> list[tuple[int, int]]:

@@ -1,8 +1,9 @@
 """Terms: the vocabulary of the e-graph, as plain Python data.
 
 A :class:`TermGraph` is a hash-consed DAG of :class:`TNode`; each node is one constructor
-applied to attributes (numbers) and children (node ids). The same constructor names are the
-egglog functions of :mod:`eqsat.egraph`, so a term moves between Python and egglog by name.
+applied to attributes (numbers) and children (node ids). The constructors are the rows of
+one table, :data:`TERMS`; the egglog functions of :mod:`eqsat.egraph.vocabulary` are made
+from it under the same names, so a term moves between Python and egglog by name.
 
 Values are named-axis tensors (or scalars): a term varies along a set of axis labels, held
 as a bit mask; it is constant along every other label. Broadcasts, squeezes and permutes
@@ -29,24 +30,128 @@ from dataclasses import dataclass, field
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import DataType
 
-UNARY_TERMS = {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
-               "rsqrt": "Rsqrt", "reciprocal": "Recip", "tanh": "Tanh", "sigmoid": "Sigmoid",
-               "relu": "Relu"}
-BINARY_TERMS = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Maximum",
-                "minimum": "Minimum", "pow": "Pow"}
-REDUCTION_TERMS = {"sum": "Sum", "max": "Max", "min": "Min", "prod": "Prod"}
-IR_OP = {v: k for d in (UNARY_TERMS, BINARY_TERMS, REDUCTION_TERMS) for k, v in d.items()}
 
-# constructor -> (attribute kinds, number of children)
-SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {
-    "Leaf": (("i64",), 0), "Num": (("f64",), 0), "Int": (("i64",), 0), "Extent": (("i64",), 0),
-    **{name: ((), 1) for name in UNARY_TERMS.values()}, "Un": (("String",), 1),
-    **{name: ((), 2) for name in BINARY_TERMS.values()}, "Bin": (("String",), 2),
-    "Tern": (("String",), 3), "Cast": (("i64",), 1),
-    **{name: (("i64",), 1) for name in REDUCTION_TERMS.values()},
-    "Mean": (("i64",), 1), "Var": (("i64", "i64"), 1),
+@dataclass(frozen=True)
+class TermSpec:
+    """One constructor of the e-graph: one row of :data:`TERMS`, from which the rest of the
+    package reads what it needs (egglog's declarations, the analyses' labels and dtype rules,
+    the IR ops that encode to it and that it decodes to, the verifier's evaluation)."""
+
+    name: str                       # as egglog, TermGraph and the rules call it
+    attrs: tuple[str, ...]          # its attributes, before its kids, by ATTRIBUTES kind
+    kids: int                       # how many child terms it has
+    kind: str                       # how its labels follow from its kids' (TERM_KINDS)
+    dtype: str                      # how its dtype follows from its kids' (DTYPE_RULES)
+    ir_op: str | None = None        # the IR op it is (encoding and lowering), where one op is it
+
+    @property
+    def sorts(self) -> tuple[str, ...]:
+        """Its attributes' egglog sorts."""
+        return tuple(ATTRIBUTES[a] for a in self.attrs)
+
+
+# attribute kind -> its egglog sort
+ATTRIBUTES = {
+    "value": "i64",         # an IR value id (a Leaf's)
+    "double": "f64",        # a Double constant
+    "int": "i64",           # an Int constant
+    "labels": "i64",        # a label mask: what an Extent multiplies, what a reduction reduces
+    "dtype": "i64",         # a dtype code (below), what a Cast casts to
+    "correction": "i64",    # a variance's correction
+    "op": "String",         # the IR op of a generic constructor (Un, Bin, Tern)
 }
-REDUCTIONS = frozenset(REDUCTION_TERMS.values()) | {"Mean", "Var"}
+
+# how a term's labels follow from its kids' (the labels analysis)
+TERM_KINDS = {
+    "leaf": "a value of the fusion: labels and dtype given by the encoding",
+    "scalar": "a constant scalar: no labels",
+    "pointwise": "varies along every label any kid varies along",
+    "generic": "pointwise, the IR op named by its op attribute: dtype given by the encoding",
+    "reduction": "its kid's labels less the reduced ones",
+}
+
+# how a term's dtype code follows from its kids' (the dtype analysis, dtype_codes.result_code)
+DTYPE_RULES = {
+    "given": "set by the encoding",
+    "weak int": "a weak Int scalar",
+    "weak float": "a weak Double scalar",
+    "same": "its kid's",
+    "compute": "its kid's computation dtype (bf16/fp16 give Float): arithmetic",
+    "float": "float math: integers give Float, bf16/fp16 are computed in Float",
+    "promote": "its kids' promoted (nvFuser's arithmetic promotion)",
+    "sum": "a sum or product: integers and bools give Int, floats keep their dtype",
+    "cast": "the dtype its dtype attribute names (a weak scalar stays weak)",
+}
+
+_UNARY, _BINARY = ("pointwise", 1), ("pointwise", 2)
+
+# Every constructor of the e-graph, one row each: a new term is a new row here (and its
+# meaning where it lives: an IR op with a TorchOps method and a recorder op is evaluated and
+# lowered by its ir_op; other facts, such as its sign, are rules of analysis.py).
+TERMS: dict[str, TermSpec] = {t.name: t for t in (
+    #        name       attributes                kids  kind          dtype          IR op
+    TermSpec("Leaf",    ("value",),               0,    "leaf",       "given"),
+    TermSpec("Num",     ("double",),              0,    "scalar",     "weak float"),
+    TermSpec("Int",     ("int",),                 0,    "scalar",     "weak int"),
+    TermSpec("Extent",  ("labels",),              0,    "scalar",     "weak int"),
+    TermSpec("Neg",     (),                       1,    "pointwise",  "compute",     "neg"),
+    TermSpec("Abs",     (),                       1,    "pointwise",  "same",        "abs"),
+    TermSpec("Exp",     (),                       1,    "pointwise",  "float",       "exp"),
+    TermSpec("Log",     (),                       1,    "pointwise",  "float",       "log"),
+    TermSpec("Sqrt",    (),                       1,    "pointwise",  "float",       "sqrt"),
+    TermSpec("Rsqrt",   (),                       1,    "pointwise",  "float",       "rsqrt"),
+    TermSpec("Recip",   (),                       1,    "pointwise",  "float",       "reciprocal"),
+    TermSpec("Tanh",    (),                       1,    "pointwise",  "float",       "tanh"),
+    TermSpec("Sigmoid", (),                       1,    "pointwise",  "float",       "sigmoid"),
+    TermSpec("Relu",    (),                       1,    "pointwise",  "same",        "relu"),
+    TermSpec("Un",      ("op",),                  1,    "generic",    "given"),
+    TermSpec("Add",     (),                       2,    "pointwise",  "promote",     "add"),
+    TermSpec("Sub",     (),                       2,    "pointwise",  "promote",     "sub"),
+    TermSpec("Mul",     (),                       2,    "pointwise",  "promote",     "mul"),
+    TermSpec("Div",     (),                       2,    "pointwise",  "promote",     "div"),
+    TermSpec("Maximum", (),                       2,    "pointwise",  "promote",     "maximum"),
+    TermSpec("Minimum", (),                       2,    "pointwise",  "promote",     "minimum"),
+    TermSpec("Pow",     (),                       2,    "pointwise",  "promote",     "pow"),
+    TermSpec("Bin",     ("op",),                  2,    "generic",    "given"),
+    TermSpec("Tern",    ("op",),                  3,    "generic",    "given"),
+    TermSpec("Cast",    ("dtype",),               1,    "pointwise",  "cast"),
+    TermSpec("Sum",     ("labels",),              1,    "reduction",  "sum",         "sum"),
+    TermSpec("Max",     ("labels",),              1,    "reduction",  "same",        "max"),
+    TermSpec("Min",     ("labels",),              1,    "reduction",  "same",        "min"),
+    TermSpec("Prod",    ("labels",),              1,    "reduction",  "sum",         "prod"),
+    TermSpec("Mean",    ("labels",),              1,    "reduction",  "float"),
+    TermSpec("Var",     ("labels", "correction"), 1,    "reduction",  "float"),
+)}
+
+
+def _check_table() -> None:
+    """Each row names known kinds, and an IR op only where encoding can make the term from
+    that op alone (a unary or binary op, a reduction over labels)."""
+    for t in TERMS.values():
+        if t.kind not in TERM_KINDS or t.dtype not in DTYPE_RULES or not set(t.attrs) <= set(ATTRIBUTES):
+            raise ValueError(f"term {t.name}: unknown kind, dtype rule or attribute")
+        if t.ir_op is not None and (t.kind, t.kids) not in (_UNARY, _BINARY) \
+                and t.attrs != ("labels",):
+            raise ValueError(f"term {t.name}: only unary, binary and reduction terms have an IR op")
+
+
+_check_table()
+
+
+def _ir_ops(kind: str, kids: int) -> dict[str, str]:
+    """IR op -> term name, for the terms of ``kind`` with ``kids`` kids that are one IR op."""
+    return {t.ir_op: t.name for t in TERMS.values() if t.ir_op and t.kind == kind and t.kids == kids}
+
+
+UNARY_TERMS = _ir_ops(*_UNARY)
+BINARY_TERMS = _ir_ops(*_BINARY)
+REDUCTION_TERMS = _ir_ops("reduction", 1)
+IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
+
+# constructor -> (attribute sorts, number of children)
+SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
+REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
+GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
 
 # dtype codes: one per DataType; "weak" codes for scalars, which (as in PyTorch) do not lift
 # a tensor within its category.

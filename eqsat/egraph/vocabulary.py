@@ -1,83 +1,48 @@
 """The e-graph's vocabulary in egglog: the ``Term`` sort, its constructors, the per-class
 analyses, and the dtype tables they read.
 
-Constructors are named as in :mod:`eqsat.terms`. Analyses are egglog functions filled by the
+Constructors are made from the table of terms, :data:`eqsat.egraph.terms.TERMS`, under
+its names. Analyses are egglog functions filled by the
 rules of :mod:`eqsat.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
 ``dtype`` (a dtype code), and the relations ``floating``, ``nonneg`` and ``no_negative_zero``.
 """
 from __future__ import annotations
+
+from inspect import Parameter, Signature
 
 from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
 from eqsat.ir import dtypes as dt
 
 from .dtype_codes import WEAK, compute_code, exact_widenings, floatify_code, has_torch, promote_code, sum_code
-from .terms import DTYPES, SIGNATURES, WEAK_FLOAT, scalar_code
+from .terms import DTYPES, TERMS, WEAK_FLOAT, TermSpec, scalar_code
 
 
 class Term(Expr, egg_sort="Term"):
     """A named-axis tensor or scalar value."""
 
 
-@function(egg_fn="Leaf")
-def Leaf(value: i64Like) -> Term: ...
+_ARGUMENT_TYPES = {"i64": i64Like, "f64": f64Like, "String": StringLike}
 
 
-@function(egg_fn="Num")
-def Num(value: f64Like) -> Term: ...
+def _constructor(spec: TermSpec):
+    """The egglog function of a row of :data:`~.terms.TERMS`: its attributes (named by their
+    kind) and then its kids (``a``, ``b``, ``c``), giving a Term."""
+    params = [Parameter(kind, Parameter.POSITIONAL_OR_KEYWORD, annotation=_ARGUMENT_TYPES[sort])
+              for kind, sort in zip(spec.attrs, spec.sorts)]
+    params += [Parameter(kid, Parameter.POSITIONAL_OR_KEYWORD, annotation=Term) for kid in "abc"[:spec.kids]]
+
+    def declaration(*args) -> Term: ...
+    declaration.__name__ = declaration.__qualname__ = spec.name
+    declaration.__signature__ = Signature(params, return_annotation=Term)
+    declaration.__annotations__ = {**{p.name: p.annotation for p in params}, "return": Term}
+    return function(egg_fn=spec.name)(declaration)
 
 
-@function(egg_fn="Int")
-def Int(value: i64Like) -> Term: ...
-
-
-@function(egg_fn="Extent")
-def Extent(labels: i64Like) -> Term: ...
-
-
-def _unary(name):
-    def f(a: Term) -> Term: ...
-    f.__name__ = name
-    return function(egg_fn=name)(f)
-
-
-def _binary(name):
-    def f(a: Term, b: Term) -> Term: ...
-    f.__name__ = name
-    return function(egg_fn=name)(f)
-
-
-def _reduction(name):
-    def f(labels: i64Like, a: Term) -> Term: ...
-    f.__name__ = name
-    return function(egg_fn=name)(f)
-
-
-Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid, Relu = (
-    _unary(n) for n in "Neg Abs Exp Log Sqrt Rsqrt Recip Tanh Sigmoid Relu".split())
-Add, Sub, Mul, Div, Maximum, Minimum, Pow = (
-    _binary(n) for n in "Add Sub Mul Div Maximum Minimum Pow".split())
-Sum, Max, Min, Prod, Mean = (_reduction(n) for n in "Sum Max Min Prod Mean".split())
-
-
-@function(egg_fn="Un")
-def Un(op: StringLike, a: Term) -> Term: ...
-
-
-@function(egg_fn="Bin")
-def Bin(op: StringLike, a: Term, b: Term) -> Term: ...
-
-
-@function(egg_fn="Tern")
-def Tern(op: StringLike, a: Term, b: Term, c: Term) -> Term: ...
-
-
-@function(egg_fn="Cast")
-def Cast(dtype: i64Like, a: Term) -> Term: ...
-
-
-@function(egg_fn="Var")
-def Var(labels: i64Like, correction: i64Like, a: Term) -> Term: ...
+CONSTRUCTORS = {name: _constructor(spec) for name, spec in TERMS.items()}
+# each constructor is also this module's attribute of its name (``from .vocabulary import Sum``),
+# with no second list of names to keep in step with the table
+globals().update(CONSTRUCTORS)
 
 
 # -- analyses -------------------------------------------------------------------------------------
@@ -126,15 +91,6 @@ def cast_dtype(to: i64Like, src: i64Like) -> i64: ...
 float_code = relation("float_code", i64, egg_fn="float_code")
 widens = relation("widens", i64, i64, egg_fn="widens")     # cast narrow -> wide -> narrow is exact
 
-
-CONSTRUCTORS = {
-    "Leaf": Leaf, "Num": Num, "Int": Int, "Extent": Extent, "Neg": Neg, "Abs": Abs, "Exp": Exp,
-    "Log": Log, "Sqrt": Sqrt, "Rsqrt": Rsqrt, "Recip": Recip, "Tanh": Tanh, "Sigmoid": Sigmoid,
-    "Relu": Relu, "Un": Un, "Add": Add, "Sub": Sub, "Mul": Mul, "Div": Div, "Maximum": Maximum,
-    "Minimum": Minimum, "Pow": Pow, "Bin": Bin, "Tern": Tern, "Cast": Cast, "Sum": Sum, "Max": Max,
-    "Min": Min, "Prod": Prod, "Mean": Mean, "Var": Var,
-}
-assert set(CONSTRUCTORS) == set(SIGNATURES)
 
 
 def dtype_tables(codes: set[int]) -> str:
