@@ -47,7 +47,7 @@ def dump(eg) -> Dump:
         for row in fns[name].rows:
             table[_class_id(row.inputs[0])] = raw.value_to_i64(row.output)
     pending = []
-    for name, (kinds, n_kids) in SIGNATURES.items():
+    for name, (kinds, _) in SIGNATURES.items():
         fn = fns.get(name)
         if fn is None:
             continue

@@ -1,33 +1,19 @@
 """Fusion IR -> Python source in nvFuser's repro format (re-ingests to the same IR)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
-from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion
 from eqsat.ir.opspec import OPS
+from eqsat.ir.printing import literal
 from eqsat.ir.replay import replay
 
 
 class Name(str):
-    """A value's name in the emitted text."""
+    """A value's name in the emitted text (written bare by :func:`eqsat.ir.printing.literal`)."""
 
-
-def literal(value: Any) -> str:
-    if isinstance(value, Name):
-        return str(value)
-    if isinstance(value, DataType):
-        return f"DataType.{value.name}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return 'float("nan")'
-        if math.isinf(value):
-            return 'float("inf")' if value > 0 else 'float("-inf")'
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
-    return repr(value)
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class SourceWriter:

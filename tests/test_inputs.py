@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import eqsat
-from eqsat import DataType, FusionError
+from eqsat import DataType, FusionDefinition, FusionError
+from eqsat.ir import layout
 
 
 def scaled_row_sums(fd):
@@ -80,3 +81,46 @@ def test_an_unmodelled_op_leaves_the_rest_optimized_and_its_error_names_its_line
     with pytest.raises(FusionError, match="some_future_op.*not modelled") as info:
         opt.run_reference([torch.randn(4, 4), torch.randn(4, 4)])
     assert info.value.line == inspect.getsourcelines(fusion)[1] + 7
+
+
+# -- layouts (eqsat.ir.layout): stride order and contiguity <-> strides, against torch's ----------
+
+@pytest.mark.parametrize("tensor, contiguity, stride_order", [
+    (torch.empty(2, 3, 4), (True, True, True), None),                       # strides (12, 4, 1)
+    (torch.empty(2, 3, 4).permute(2, 0, 1), (True, True, True), (0, 2, 1)),  # strides (1, 12, 4)
+    (torch.empty(4, 3).t(), (True, True), (0, 1)),                           # column-major
+    (torch.empty(4, 16)[:, ::2], (True, False), None),                       # strides (16, 2)
+    (torch.empty(4, 16)[:, :8], (False, True), None),                        # rows padded: (16, 1)
+    (torch.empty(3, 1).expand(3, 5), (True, None), None),                    # stride 0: a broadcast
+    (torch.empty(4, 1), (None, True), (0, 1)),         # extent 1: a broadcast, placed outermost
+])
+def test_the_layout_of_torch_strides(tensor, contiguity, stride_order):
+    """What nvFuser's from_pytorch declares for a tensor: the contiguity per allocation place
+    (outermost first) and the stride order (dim j's rank by stride, 0 innermost; None for
+    row-major); and the tensor's strides satisfy it."""
+    sizes, strides = list(tensor.shape), list(tensor.stride())
+    assert layout.layout_of(sizes, strides) == (contiguity, stride_order)
+    assert layout.stride_problem(sizes, strides, contiguity, stride_order) is None
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(tensor)
+        fd.add_output(t)
+    node = fd.fusion.nodes[0]
+    assert (node.arg("contiguity"), node.arg("stride_order")) == (contiguity, stride_order)
+
+
+@pytest.mark.parametrize("sizes, stride_order, strides", [
+    ((2, 3, 4), None, (12, 4, 1)),
+    ((2, 3, 4), (2, 1, 0), (12, 4, 1)),                 # row-major
+    ((2, 3, 4), (0, 1, 2), (1, 2, 6)),                  # column-major
+    ((2, 3, 4), (0, 2, 1), (1, 8, 2)),                  # dim 1 outermost, then 2, then 0
+    ((2, 3, 4), (1, 2, 0), (4, 8, 1)),                  # dim 1 outermost, then 0, then 2
+])
+def test_an_output_stride_order_gives_the_dense_strides(sizes, stride_order, strides):
+    """An output written in a stride order (the torch executor's ``add_output``) keeps its
+    values and has the dense strides of that order, which declare that stride order again."""
+    assert tuple(layout.dense_strides(sizes, stride_order)) == strides
+    x = torch.randn(sizes)
+    laid_out = layout.with_stride_order(x, stride_order or ())
+    assert laid_out.stride() == strides and torch.equal(laid_out, x)
+    row_major = stride_order in (None, (2, 1, 0))
+    assert layout.layout_of(list(sizes), list(strides)) == ((True,) * 3, None if row_major else stride_order)

@@ -34,13 +34,19 @@ def test_repro_file_round_trip():
 
 
 def test_special_float_values_print_as_python():
+    """The emitted definition and the printed IR write a float constant alike."""
     def f(fd):
         t = fd.define_tensor(shape=[-1])
         fd.add_output(fd.ops.maximum(t, fd.define_scalar(float("-inf"), dtype=DataType.Double)))
 
+    def g(fd):
+        fd.add_output(fd.ops.mul(fd.define_tensor(shape=[-1]), float("nan")))
+
     fusion = eqsat.from_function(f)
-    assert 'float("-inf")' in fusion_source(fusion)
     assert eqsat.ingest(fusion_source(fusion)) == fusion
+    for special, value in ((fusion, 'float("-inf")'), (eqsat.from_function(g), 'float("nan")')):
+        for text in (fusion_source(special), fusion_source(special, style="direct"), str(special)):
+            assert value in text
 
 
 _UNARY = ["neg", "abs", "exp", "tanh", "relu", "sigmoid"]

@@ -21,14 +21,14 @@ from typing import Any, Sequence
 
 from eqsat.errors import FusionError
 from eqsat.ir import dtypes as dt
+from eqsat.ir import layout
 from eqsat.ir.axes import AxisInference, TensorType
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
+from eqsat.ir.operators import Operators
 from eqsat.ir.opspec import OPERANDS, OPS, OpSpec, bind_call
 from eqsat.lowering.source import fusion_source
 from eqsat.reference.torch_executor import run_fusion
-
-from .operators import Operators
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -249,14 +249,12 @@ class FusionDefinition:
                 raise ValueError(f"shape entries must be -1 (symbolic) or an extent >= 0, got {list(shape)}")
             if stride_order is not None:
                 stride_order = tuple(int(s) for s in stride_order)
-                if sorted(stride_order) != list(range(len(shape))):
-                    raise ValueError(f"stride_order {list(stride_order)} is not a permutation of "
-                                     f"{len(shape)} dims")
+                problem = layout.permutation_problem(stride_order, len(shape))
+                if problem:
+                    raise ValueError(problem)
             if contiguity is None or isinstance(contiguity, bool):
-                c = True if contiguity is None else contiguity
-                order = sorted(range(len(shape)), key=lambda j: -stride_order[j]) if stride_order \
-                    else range(len(shape))
-                contiguity = tuple(None if shape[j] == 1 else c for j in order)
+                contiguity = layout.default_contiguity(shape, stride_order,
+                                                        True if contiguity is None else contiguity)
             contiguity = tuple(contiguity)
             if len(contiguity) != len(shape):
                 raise ValueError(f"contiguity has {len(contiguity)} entries; shape has {len(shape)}")
@@ -331,9 +329,9 @@ class FusionDefinition:
         if stride_order is not None:
             stride_order = tuple(int(s) for s in stride_order)
             rank = output.ndim
-            if rank is not None and sorted(stride_order) != list(range(rank)):
-                self._fail(f"stride_order {list(stride_order)} is not a permutation of {rank} dims",
-                           op, line)
+            problem = layout.permutation_problem(stride_order, rank) if rank is not None else None
+            if problem:
+                self._fail(problem, op, line)
         self._outputs.append(Output(output.id, alias, stride_order))
         self._fusion = None
 
@@ -358,36 +356,14 @@ class FusionDefinition:
         raise KeyError(vid)
 
 
-def _is_dtype(value) -> bool:
-    return isinstance(value, DataType) or type(value).__name__ == "DataType"
-
-
 def _from_sizes_strides(sizes, strides, static_sizes):
+    """(shape, contiguity, stride_order) that ``define_tensor(sizes=, strides=)`` declares: extents
+    symbolic but for 1 (all static with ``static_sizes``), the layout of ``strides`` (row-major
+    where None)."""
     sizes = [int(s) for s in sizes]
-    strides = [int(s) for s in (strides if strides is not None else _contiguous_strides(sizes))]
+    strides = [int(s) for s in strides] if strides is not None else layout.dense_strides(sizes)
     shape = tuple(s if (static_sizes or s == 1) else -1 for s in sizes)
-    order = sorted(range(len(sizes)), key=lambda i: (-strides[i], -i))
-    stride_order = [0] * len(sizes)
-    for rank, i in enumerate(order):
-        stride_order[i] = len(sizes) - 1 - rank
-    contiguity = [None] * len(sizes)
-    expected = 1
-    for i in reversed(order):
-        if sizes[i] == 1 or strides[i] == 0:
-            contiguity[i] = None
-            continue
-        contiguity[i] = strides[i] == expected
-        expected = strides[i] * sizes[i]
-    identity = stride_order == list(range(len(sizes) - 1, -1, -1))
-    return shape, tuple(contiguity[i] for i in order), None if identity else tuple(stride_order)
-
-
-def _contiguous_strides(sizes):
-    out, acc = [], 1
-    for s in reversed(sizes):
-        out.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(out))
+    return (shape, *layout.layout_of(sizes, strides))
 
 
 def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> dict[str, Any]:

@@ -18,12 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-import torch
-
 from eqsat.errors import FusionError
 
 from . import dtypes as dt
-from . import opspec
+from . import layout, opspec
 from .dtypes import DataType
 from .nodes import SCALAR, TENSOR, Node, Ref
 from .opspec import OPS
@@ -79,65 +77,10 @@ class VectorType:
 UNKNOWN_TENSOR = TensorType(None, None)
 
 
-_EXAMPLE_NUMBER = {DataType.Bool: True, DataType.ComplexFloat: 1j, DataType.ComplexDouble: 1j}
-
-
-# torch promotes no FP8 type; nvFuser promotes them as the reduced-precision floats they are
-# (arithmetic in Float). Half stands in for them in torch's promotion, and is mapped back where
-# one FP8 type is all the tensors hold.
-_FP8_STAND_IN = DataType.Half
-
-
-def _example(t) -> Any:
-    """A torch operand that promotes like ``t`` (a tensor of its dtype, or a python number)."""
-    if isinstance(t, TensorType):
-        dtype = _FP8_STAND_IN if t.dtype in dt.FP8_TYPES else \
-            DataType.Int if t.dtype is DataType.UInt64 else t.dtype     # torch promotes no uint64
-        return torch.empty((1,), dtype=dt.to_torch(dtype))
-    if t.dtype in dt.INT_TYPES:
-        return 1
-    return _EXAMPLE_NUMBER.get(t.dtype, 1.0)
-
-
 def result_dtype(*operands, arithmetic: bool = False) -> DataType:
-    """nvFuser's promotion (seen on nvFuser 0.2.35): PyTorch's, where scalars don't lift a
-    tensor within its category, except that a floating scalar lifts integer and bool tensors to
-    Double, and ``arithmetic`` ops compute reduced-precision floats (bf16, fp16) in Float."""
-    if not any(isinstance(o, TensorType) for o in operands):
-        out = DataType.Bool
-        for o in operands:
-            out = _promote_scalar(out, o.dtype)
-        return out
-    args = [_example(o) for o in operands]
-    result = args[0] if len(args) == 1 else torch.result_type(args[0], args[1])
-    if isinstance(result, torch.Tensor):
-        result = result.dtype
-    for extra in args[2:]:
-        result = torch.result_type(torch.empty((1,), dtype=result), extra)
-    out = dt.from_torch(result)
-    tensors = [o.dtype for o in operands if isinstance(o, TensorType)]
-    if DataType.UInt64 in tensors:
-        ints = {d for d in tensors if d in dt.INT_TYPES or d is DataType.Bool}
-        if ints != {DataType.UInt64}:
-            raise ValueError(f"eqsat does not model nvFuser's promotion of UInt64 with "
-                             f"{', '.join(sorted(d.name for d in ints - {DataType.UInt64}))}")
-        if out is DataType.Int:
-            out = DataType.UInt64
-    fp8 = {d for d in tensors if d in dt.FP8_TYPES}
-    if out is _FP8_STAND_IN and len(fp8) == 1 and all(d in fp8 for d in tensors if d in dt.HALF_TYPES):
-        out = fp8.pop()
-    if all(not dt.is_float(d) and d not in dt.COMPLEX_TYPES for d in tensors) and any(
-            not isinstance(o, TensorType) and dt.is_float(o.dtype) for o in operands):
-        out = DataType.Double
-    if arithmetic:
-        out = dt.compute_type(out)
-    return out
-
-
-def _promote_scalar(a: DataType, b: DataType) -> DataType:
-    order = [DataType.Bool, DataType.Int32, DataType.Int, DataType.Double, DataType.ComplexDouble]
-    rank = lambda x: order.index(x) if x in order else (3 if dt.is_float(x) else 2)  # noqa: E731
-    return a if rank(a) >= rank(b) else b
+    """nvFuser's promotion of ``operands`` (TensorType and ScalarType values):
+    :func:`eqsat.ir.dtypes.result_dtype`."""
+    return dt.result_dtype([(o.dtype, isinstance(o, TensorType)) for o in operands], arithmetic=arithmetic)
 
 
 class AxisInference:
@@ -238,13 +181,6 @@ class AxisInference:
         if not isinstance(t, TensorType):
             self.fail(f"{what} must be a tensor, got a scalar")
         return t
-
-    def dim_index(self, d: int, rank: int, what: str = "dim") -> int:
-        if not isinstance(d, int) or isinstance(d, bool):
-            self.fail(f"{what} must be an int, got {d!r}")
-        if not -rank <= d < max(rank, 1):
-            self.fail(f"{what} {d} is out of range for a tensor of rank {rank}")
-        return d % rank if rank else 0
 
     def shape_items(self, shape, casting: bool = False) -> list[ScalarType]:
         """A shape argument (a list of ints and scalars, or a vector value) as scalar types."""
@@ -351,12 +287,8 @@ class AxisInference:
 
     # -- definitions -----------------------------------------------------------------------
     def _op_define_tensor(self, node, shape, contiguity, dtype, is_cpu, stride_order):
-        # contiguity is listed in allocation order (outermost first), which stride_order gives
-        rank = len(shape)
-        alloc = [rank - 1 - stride_order[j] for j in range(rank)] if stride_order else list(range(rank))
         dims = []
-        for j, s in enumerate(shape):
-            contig = contiguity[alloc[j]] if contiguity is not None and alloc[j] < len(contiguity) else True
+        for s, contig in zip(shape, layout.dim_contiguity(contiguity, stride_order, len(shape))):
             if s == 1:
                 dims.append(Dim(self.new_label(1), broadcast=True))
             elif contig is None:          # an expanded broadcast: stride 0
@@ -378,9 +310,9 @@ class AxisInference:
             dtype = DataType.Bool
         elif node.op in ("real", "imag"):
             dtype = self.complex_part(node, t.dtype)
-        elif node.op in UNARY_FLOAT_SET and not dt.is_float(t.dtype) and t.dtype not in dt.COMPLEX_TYPES:
-            dtype = DataType.Float if isinstance(t, TensorType) else DataType.Double
-        elif node.op in UNARY_FLOAT_SET or node.op == "neg":
+        elif node.op in UNARY_FLOAT_SET:
+            dtype = dt.float_math_type(t.dtype, isinstance(t, TensorType))
+        elif node.op == "neg":
             dtype = dt.compute_type(t.dtype)           # bf16/fp16 math is done (and kept) in Float
         else:
             dtype = t.dtype
@@ -409,8 +341,8 @@ class AxisInference:
             dtype = self.complex_of(a.dtype, b.dtype)
         else:
             dtype = result_dtype(a, b, arithmetic=node.op not in BITWISE_SET)
-            if node.op == "truediv" and not dt.is_float(dtype) and dtype not in dt.COMPLEX_TYPES:
-                dtype = DataType.Float if any(isinstance(x, TensorType) for x in (a, b)) else DataType.Double
+            if node.op == "truediv":
+                dtype = dt.float_math_type(dtype, any(isinstance(x, TensorType) for x in (a, b)))
         if dtype in dt.INT_TYPES and node.op in _INT_FOLD and _is_int_const(a) and _is_int_const(b):
             return ScalarType(dtype, const=_INT_FOLD[node.op](a.const, b.const))
         return self.elementwise([a, b], dtype)
@@ -450,13 +382,13 @@ class AxisInference:
         t = self.tensor(arg)
         if dtype is DataType.Null:
             dtype = t.dtype
-            if node.op in ("sum", "prod") and (t.dtype in dt.INT_TYPES or t.dtype is DataType.Bool):
-                dtype = DataType.Int
+            if node.op in ("sum", "prod"):
+                dtype = dt.sum_type(t.dtype)
         return TensorType(dtype, self.reduced(t, dims, keepdim))
 
     def _float_of(self, t: TensorType) -> DataType:
         """var/welford's dtype: a float input's own; Double for integers and bools (nvFuser)."""
-        return t.dtype if dt.is_float(t.dtype) or t.dtype in dt.COMPLEX_TYPES else DataType.Double
+        return t.dtype if dt.is_inexact(t.dtype) else DataType.Double
 
     def _cat_var(self, node, arg, dims, correction, keepdim):
         t = self.tensor(arg)
@@ -579,8 +511,9 @@ class AxisInference:
         """A copy of ``arg`` laid out in ``stride_order``; an empty one (nvfuser_direct prints
         it) is a plain copy in the default row-major layout."""
         t = self.tensor(arg)
-        if stride_order and sorted(stride_order) != list(range(t.rank)):
-            self.fail(f"stride_order {list(stride_order)} is not a permutation of {t.rank} dims")
+        problem = layout.permutation_problem(stride_order, t.rank) if stride_order else None
+        if problem:
+            self.fail(problem)
         return t
 
     def _static_numel(self, t: TensorType) -> int | None:

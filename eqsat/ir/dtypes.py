@@ -1,7 +1,8 @@
-"""nvFuser's DataType names, and their torch counterparts."""
+"""nvFuser's data types: their names, torch counterparts, categories, item sizes and promotion."""
 from __future__ import annotations
 
 import enum
+from typing import Any, Sequence
 
 import torch
 
@@ -107,13 +108,13 @@ def of_number(value) -> DataType:
     return DataType.Double
 
 
-def promote(a: DataType, b: DataType) -> DataType:
-    """Type promotion between two tensors, as nvFuser (and PyTorch) do it."""
-    return from_torch(torch.promote_types(to_torch(a), to_torch(b)))
-
-
 def is_float(dtype: DataType) -> bool:
     return dtype in FLOAT_TYPES
+
+
+def is_inexact(dtype: DataType) -> bool:
+    """Floating or complex: what float math keeps (integers and bools it turns into floats)."""
+    return dtype in FLOAT_TYPES or dtype in COMPLEX_TYPES
 
 
 def compute_type(dtype: DataType) -> DataType:
@@ -123,5 +124,81 @@ def compute_type(dtype: DataType) -> DataType:
 
 
 def accumulation_type(dtype: DataType) -> DataType:
-    """The dtype nvFuser reduces in: fp32 for half types, the dtype itself otherwise."""
-    return DataType.Float if dtype in HALF_TYPES else dtype
+    """The dtype nvFuser reduces in: its arithmetic's (fp32 for half types)."""
+    return compute_type(dtype)
+
+
+def float_math_type(dtype: DataType, tensor: bool = True) -> DataType:
+    """The dtype of float math (exp, rsqrt, true division...) on ``dtype``: its compute type
+    where it is floating or complex; for integers and bools Float (a tensor) or Double (a
+    scalar)."""
+    if is_inexact(dtype):
+        return compute_type(dtype)
+    return DataType.Float if tensor else DataType.Double
+
+
+def sum_type(dtype: DataType) -> DataType:
+    """The dtype of a sum or product with no dtype given: Int for integers and bools, the
+    dtype itself otherwise."""
+    return DataType.Int if dtype in INT_TYPES or dtype is DataType.Bool else dtype
+
+
+# torch promotes no FP8 type; nvFuser promotes them as the reduced-precision floats they are
+# (arithmetic in Float). Half stands in for them in torch's promotion, and is mapped back where
+# one FP8 type is all the tensors hold.
+_FP8_STAND_IN = DataType.Half
+_EXAMPLE_NUMBER = {DataType.Bool: True, DataType.ComplexFloat: 1j, DataType.ComplexDouble: 1j}
+_SCALAR_ORDER = (DataType.Bool, DataType.Int32, DataType.Int, DataType.Double, DataType.ComplexDouble)
+
+
+def _example(dtype: DataType, tensor: bool) -> Any:
+    """A torch operand that promotes like a tensor or a scalar of ``dtype`` (a one-element
+    tensor, or a python number)."""
+    if tensor:
+        stand_in = _FP8_STAND_IN if dtype in FP8_TYPES else \
+            DataType.Int if dtype is DataType.UInt64 else dtype     # torch promotes no uint64
+        return torch.empty((1,), dtype=to_torch(stand_in))
+    if dtype in INT_TYPES:
+        return 1
+    return _EXAMPLE_NUMBER.get(dtype, 1.0)
+
+
+def _scalar_rank(dtype: DataType) -> int:
+    return _SCALAR_ORDER.index(dtype) if dtype in _SCALAR_ORDER else (3 if is_float(dtype) else 2)
+
+
+def result_dtype(operands: Sequence[tuple[DataType, bool]], arithmetic: bool = False) -> DataType:
+    """nvFuser's promotion (seen on nvFuser 0.2.35) of ``operands``, (dtype, is a tensor) pairs
+    in argument order: PyTorch's, where scalars don't lift a tensor within its category, except
+    that a floating scalar lifts integer and bool tensors to Double, FP8 tensors promote as the
+    reduced-precision floats they are, and ``arithmetic`` ops compute reduced-precision floats
+    (bf16, fp16, FP8) in Float. Scalars alone take the widest category among them. Raises
+    ValueError for UInt64 with another integer type, whose promotion eqsat does not model."""
+    tensors = [d for d, tensor in operands if tensor]
+    if not tensors:
+        out = DataType.Bool
+        for d, _ in operands:
+            out = out if _scalar_rank(out) >= _scalar_rank(d) else d
+        return out
+    args = [_example(d, tensor) for d, tensor in operands]
+    result = args[0] if len(args) == 1 else torch.result_type(args[0], args[1])
+    if isinstance(result, torch.Tensor):
+        result = result.dtype
+    for extra in args[2:]:
+        result = torch.result_type(torch.empty((1,), dtype=result), extra)
+    out = from_torch(result)
+    if DataType.UInt64 in tensors:
+        ints = {d for d in tensors if d in INT_TYPES or d is DataType.Bool}
+        if ints != {DataType.UInt64}:
+            raise ValueError(f"eqsat does not model nvFuser's promotion of UInt64 with "
+                             f"{', '.join(sorted(d.name for d in ints - {DataType.UInt64}))}")
+        if out is DataType.Int:
+            out = DataType.UInt64
+    fp8 = {d for d in tensors if d in FP8_TYPES}
+    if out is _FP8_STAND_IN and len(fp8) == 1 and all(d in fp8 for d in tensors if d in HALF_TYPES):
+        out = fp8.pop()
+    if not any(is_inexact(d) for d in tensors) and any(is_float(d) for d, tensor in operands if not tensor):
+        out = DataType.Double
+    if arithmetic:
+        out = compute_type(out)
+    return out

@@ -50,10 +50,6 @@ class Fusion:
         """Per-value types (:class:`eqsat.ir.axes.TensorType` for tensors), derived from the nodes."""
         return infer_types(self)
 
-    @property
-    def num_values(self) -> int:
-        return sum(len(n.outputs) for n in self.nodes)
-
     def ops(self) -> list[str]:
         return [n.op for n in self.nodes]
 

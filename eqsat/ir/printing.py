@@ -1,10 +1,10 @@
 """Compact, readable text of a Fusion: one line per node, with each value's named axes."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 from .axes import ScalarType, TensorType, VectorType
-from .nodes import Ref
 
 if TYPE_CHECKING:                   # annotations only: fusion.py imports this module
     from .fusion import Fusion
@@ -23,11 +23,18 @@ def _type(t) -> str:
     return "?"
 
 
-def _arg(value) -> str:
-    if isinstance(value, Ref):
+def literal(value: Any) -> str:
+    """An argument as Python source writes it, in printed IR and emitted definitions alike:
+    lists and tuples as lists, NaN and infinities as ``float("nan")``, ``float("-inf")``,
+    anything else (numbers, ``DataType.X``, a value ``%N``) as its repr."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
         return repr(value)
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_arg(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
     return repr(value)
 
 
@@ -38,7 +45,7 @@ def format_fusion(fusion: Fusion) -> str:
     lines = []
     for node in fusion.nodes:
         lhs = ", ".join(f"%{v} {_type(types[v])}" for v in node.outputs)
-        args = ", ".join(f"{k}={_arg(v)}" if not k.startswith("_") else _arg(v) for k, v in node.args
+        args = ", ".join(f"{k}={literal(v)}" if not k.startswith("_") else literal(v) for k, v in node.args
                          if v is not None or k in ("value",))
         tag = " (opaque)" if node.opaque else ""
         lines.append(f"{lhs} = {node.op}({args}){tag}")

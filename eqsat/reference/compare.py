@@ -4,13 +4,24 @@ from __future__ import annotations
 import torch
 
 from eqsat.ir.axes import ScalarType, TensorType
-from eqsat.ir.dtypes import to_torch
+from eqsat.ir.dtypes import DataType, from_torch
+from eqsat.ir.layout import memory_order
 
-# relative tolerance per dtype; absolute tolerance is the same times the reference's scale
-RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 4e-3}
-for _name, _rtol in (("float8_e4m3fn", 0.125), ("float8_e5m2", 0.25), ("float8_e8m0fnu", 1.0)):
-    if hasattr(torch, _name):
-        RTOL[getattr(torch, _name)] = _rtol
+# relative tolerance per dtype, the one table of them; absolute tolerance is the same times the
+# reference's scale
+RTOL = {DataType.Double: 1e-7, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 4e-3,
+        DataType.Float8_e4m3fn: 0.125, DataType.Float8_e5m2: 0.25, DataType.Float8_e8m0fnu: 1.0}
+
+
+def rtol_of(dtype: DataType | torch.dtype, default: float = 1e-4) -> float:
+    """The relative tolerance of ``dtype`` (eqsat's DataType or a torch dtype) in :data:`RTOL`;
+    ``default`` for a dtype it does not list (integers, complex)."""
+    if isinstance(dtype, torch.dtype):
+        try:
+            dtype = from_torch(dtype)
+        except ValueError:
+            return default
+    return RTOL.get(dtype, default)
 
 
 def output_rtols(fusion) -> list[float]:
@@ -25,21 +36,16 @@ def output_rtols(fusion) -> list[float]:
         inherited = max((worst.get(r.id, 0.0) for r in node.refs()), default=0.0)
         for v in node.outputs:
             t = types[v]
-            own = 0.0
-            if isinstance(t, (TensorType, ScalarType)) and t.dtype is not None:
-                try:
-                    own = RTOL.get(to_torch(t.dtype), 0.0)
-                except ValueError:
-                    pass
+            own = rtol_of(t.dtype, 0.0) if isinstance(t, (TensorType, ScalarType)) else 0.0
             worst[v] = max(inherited, own)
-    return [worst.get(o.value) or RTOL[torch.float32] for o in fusion.outputs]
+    return [worst.get(o.value) or RTOL[DataType.Float] for o in fusion.outputs]
 
 
 def reduction_rtol(dtype: torch.dtype, reduction_size: int = 1) -> float:
     """The relative tolerance for a result of ``dtype`` whose sums combine up to
     ``reduction_size`` elements: reordering such a sum moves it by about sqrt(n) roundings
     (random-walk growth), so the dtype's tolerance grows as sqrt(n) past 16 elements."""
-    return RTOL.get(dtype, 1e-4) * max(1.0, (max(reduction_size, 1) / 16) ** 0.5)
+    return rtol_of(dtype) * max(1.0, (max(reduction_size, 1) / 16) ** 0.5)
 
 
 def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 0.0) -> str | None:
@@ -61,7 +67,7 @@ def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 
     if isinstance(atol, torch.Tensor):
         atol = atol.cpu().to(torch.float64).expand(want.shape)
     if got.stride() == want.stride():      # walk both in memory order (a transposed output)
-        order = sorted(range(want.dim()), key=lambda d: -want.stride(d))
+        order = memory_order(want.stride())
         got, want = got.permute(order), want.permute(order)
         atol = atol.permute(order) if isinstance(atol, torch.Tensor) else atol
     if not (want.dtype.is_floating_point or want.dtype.is_complex):
@@ -72,7 +78,7 @@ def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 
     g, w = got.to(wide), want.to(wide)
     if want.dtype.is_complex:
         g, w = torch.view_as_real(got.to(torch.complex128)), torch.view_as_real(want.to(torch.complex128))
-    rtol = RTOL.get(want.dtype, 1e-4) if rtol is None else rtol
+    rtol = rtol_of(want.dtype) if rtol is None else rtol
     if isinstance(atol, torch.Tensor) and atol.shape != g.shape:     # complex: real and imaginary
         atol = float(atol.nan_to_num(0.0).max())
     if isinstance(atol, torch.Tensor):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from eqsat.frontend.operators import Operators
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import DataType
+from eqsat.ir.operators import Operators
 
-from .torch_executor import TorchDefinition, check_tensor_input
+from .inputs import check_tensor_input
+from .torch_executor import TorchDefinition
 
 
 class EagerValue(Operators):

@@ -33,12 +33,11 @@ from typing import Any, Sequence
 import torch
 
 from eqsat.frontend.recorder import FusionDefinition
-from eqsat.ir.dtypes import DataType
+from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.ir.fusion import Fusion
 from eqsat.lowering.source import fusion_source
 
-FLOAT_TYPES = (DataType.Float, DataType.BFloat16, DataType.Half)
-TORCH_DTYPE = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}
+FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)     # of the inputs, and casts
 D = DataType.Double
 STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
          "normalization", "boundary", "factored_sum", "normalized_amax"]
@@ -187,7 +186,7 @@ class _Builder:
         self.add(out, v.dims, f"scalar_{kind}")
 
     def cast(self, v: Value):
-        self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(FLOAT_TYPES)), v.dims, "cast")
+        self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(FUZZ_DTYPES)), v.dims, "cast")
 
     def reduce_over(self, v: Value, among: Sequence[int]) -> tuple[list[int], list[int]]:
         """A nonempty random set of axes ``among`` those of ``v`` to reduce (and their dim
@@ -296,7 +295,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     spec = []
     for _ in range(n_inputs):
         dims = tuple(ch.subset(range(n_axes), min_size=1))
-        spec.append((dims, ch.pick(FLOAT_TYPES)))
+        spec.append((dims, ch.pick(FUZZ_DTYPES)))
     with_scalar_input = bool(ch.int(0, 1))
     steps = ch.int(1, max_steps)
     holder: dict[str, _Builder] = {}
@@ -329,9 +328,9 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
         definition(fd)
     b = holder["b"]
     g = torch.Generator().manual_seed(seed)
-    inputs: list[Any] = [torch.randn(*[extents[d] for d in dims], generator=g).to(TORCH_DTYPE[dtype])
+    inputs: list[Any] = [torch.randn(*[extents[d] for d in dims], generator=g).to(to_torch(dtype))
                          for dims, dtype in spec]
-    big = [torch.empty(*[planning[d] for d in dims], dtype=TORCH_DTYPE[dtype], device="meta")
+    big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
            for dims, dtype in spec]
     if with_scalar_input:
         inputs.append(float(torch.randn(1, generator=g)))

@@ -1,0 +1,133 @@
+"""Tensor layouts as nvFuser declares them: ``stride_order`` and ``contiguity``.
+
+The conventions, written here once (nvFuser's ``define_tensor`` and ``add_output``):
+
+- ``stride_order[j]`` is dim j's rank by stride, 0 the innermost (smallest stride): for rank 2,
+  ``[1, 0]`` is row-major and ``[0, 1]`` column-major. None or empty: row-major.
+- The *allocation order* lists the dims outermost first (by decreasing ``stride_order``): dim j
+  sits at place ``rank - 1 - stride_order[j]``.
+- ``contiguity`` has one entry per allocation place, outermost first. True: the dim has the
+  dense stride (the stride times the extent of the next inner dim that has one, 1 for the
+  innermost); False: any stride; None: a broadcast (extent 1, or an expanded dim of stride 0),
+  which carries no stride and is skipped when the dense stride is carried inward-out.
+
+Tensors are taken duck-typed (``dim``, ``permute``, ``contiguous``), so the IR needs no torch here.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+
+def permutation_problem(stride_order: Sequence[int], rank: int) -> str | None:
+    """Why ``stride_order`` is no stride order of ``rank`` dims (None when it is one)."""
+    if sorted(stride_order) != list(range(rank)):
+        return f"stride_order {list(stride_order)} is not a permutation of {rank} dims"
+    return None
+
+
+def allocation_order(stride_order: Sequence[int] | None, rank: int) -> list[int]:
+    """The dims outermost first: by decreasing ``stride_order``; row-major where it is None or
+    empty."""
+    if not stride_order:
+        return list(range(rank))
+    return sorted(range(rank), key=lambda j: -stride_order[j])
+
+
+def memory_order(strides: Sequence[int]) -> list[int]:
+    """The dims outermost first as ``strides`` lay them out: by decreasing stride, and of equal
+    strides (extent-1 or broadcast dims) the later dim first."""
+    return sorted(range(len(strides)), key=lambda j: (-strides[j], -j))
+
+
+def stride_order_of(order: Sequence[int]) -> tuple[int, ...]:
+    """The stride order whose allocation order is ``order`` (dims outermost first)."""
+    rank = len(order)
+    out = [0] * rank
+    for place, j in enumerate(order):
+        out[j] = rank - 1 - place
+    return tuple(out)
+
+
+def dim_contiguity(contiguity: Sequence[Any] | None, stride_order: Sequence[int] | None,
+                   rank: int) -> list[Any]:
+    """``contiguity`` (per allocation place) per dim, in dim order; True where it has no entry."""
+    place = {j: p for p, j in enumerate(allocation_order(stride_order, rank))}
+    return [contiguity[place[j]] if contiguity is not None and place[j] < len(contiguity) else True
+            for j in range(rank)]
+
+
+def default_contiguity(shape: Sequence[int], stride_order: Sequence[int] | None,
+                       contiguous: bool = True) -> tuple[Any, ...]:
+    """The contiguity that ``contiguity=None`` (or one bool for all dims) declares: ``contiguous``
+    for each allocation place, None (a broadcast) for extent-1 dims."""
+    return tuple(None if shape[j] == 1 else contiguous
+                 for j in allocation_order(stride_order, len(shape)))
+
+
+def dense_strides(sizes: Sequence[int], stride_order: Sequence[int] | None = None) -> list[int]:
+    """The strides of a dense tensor of ``sizes`` allocated in ``stride_order`` (row-major where
+    None); an extent-0 dim counts as 1, as torch counts it."""
+    strides = [0] * len(sizes)
+    acc = 1
+    for j in reversed(allocation_order(stride_order, len(sizes))):
+        strides[j] = acc
+        acc *= max(sizes[j], 1)
+    return strides
+
+
+def _inward_out(sizes: Sequence[int], strides: Sequence[int], order: Sequence[int],
+                skip: Callable[[int, int], bool]) -> Iterator[tuple[int, int, int]]:
+    """(place, dim, dense stride) for each allocation place of ``order`` not ``skip(place, dim)``,
+    innermost first: the dense stride is 1 for the first, then the previous dim's stride times
+    its extent."""
+    expected = 1
+    for place in reversed(range(len(order))):
+        j = order[place]
+        if skip(place, j):
+            continue
+        yield place, j, expected
+        expected = strides[j] * sizes[j]
+
+
+def layout_of(sizes: Sequence[int], strides: Sequence[int]) -> tuple[tuple[Any, ...], tuple[int, ...] | None]:
+    """(contiguity, stride_order) that declare a tensor of ``sizes`` and ``strides`` (nvFuser's
+    ``from_pytorch``): extent-1 and stride-0 dims are broadcasts (None); the stride order is
+    None where it is row-major."""
+    order = memory_order(strides)
+    contiguity: list[Any] = [None] * len(sizes)
+    broadcast = lambda place, j: sizes[j] == 1 or strides[j] == 0  # noqa: E731
+    for place, j, expected in _inward_out(sizes, strides, order, broadcast):
+        contiguity[place] = strides[j] == expected
+    stride_order = stride_order_of(order)
+    row_major = stride_order == tuple(range(len(sizes) - 1, -1, -1))
+    return tuple(contiguity), None if row_major else stride_order
+
+
+def stride_problem(sizes: Sequence[int], strides: Sequence[int], contiguity: Sequence[Any] | bool | None,
+                   stride_order: Sequence[int] | None) -> str | None:
+    """Why ``strides`` break the declared ``contiguity`` and ``stride_order`` (None when they do
+    not): a dim declared contiguous must have the dense stride. Extent-1 and broadcast (None)
+    dims carry no stride requirement; an empty tensor, a contiguity of another rank or none at
+    all, none. One bool stands for every dim."""
+    rank = len(sizes)
+    if contiguity is None or rank == 0 or 0 in sizes:
+        return None
+    if isinstance(contiguity, bool):
+        contiguity = [contiguity] * rank
+    if len(contiguity) != rank:
+        return None
+    skip = lambda place, j: sizes[j] == 1 or contiguity[place] is None  # noqa: E731
+    for place, j, expected in _inward_out(sizes, strides, allocation_order(stride_order, rank), skip):
+        if contiguity[place] and strides[j] != expected:
+            return (f"dim {j} is declared contiguous, which needs stride {expected}, but has "
+                    f"stride {strides[j]} (strides {list(strides)}); pass a .contiguous() tensor, "
+                    f"or declare that dim contiguity=False")
+    return None
+
+
+def with_stride_order(t: Any, stride_order: Sequence[int]) -> Any:
+    """A dense copy of tensor ``t``'s values allocated in ``stride_order`` (``t`` itself where it
+    is laid out so already): how an output written with a stride order is permuted."""
+    order = allocation_order(stride_order, t.dim())
+    inverse = [order.index(j) for j in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
