@@ -105,10 +105,10 @@ def measure(kind: str, size: int, options: dict) -> dict:
     small = make_inputs(8, 16)
     want = eqsat.run_fusion(fusion, small)
     got = eqsat.run_fusion(opt.fusion, small)
-    problems = [p for p in (mismatch(g, w) for g, w in zip(got, want)) if p]
+    problems = [p for p in (mismatch(g, w) for g, w in zip(got, want, strict=True)) if p]
     return dict(kind=kind, ops=size, ir_nodes=len(fusion.nodes),
-                e_nodes=r.saturation.rsplit(", ", 1)[-1].split()[0] if "e-nodes" in r.saturation else "-",
-                stop=r.saturation.split(" after ")[0], read_s=round(read, 3), optimize_s=round(total, 3),
+                e_nodes=r.saturation.e_nodes if r.saturation.ran else "-",
+                stop=r.saturation.stop, read_s=round(read, 3), optimize_s=round(total, 3),
                 phases=r.phases,
                 kernels_before=len(r.before.kernels), kernels_after=len(r.after.kernels),
                 changed=r.changed, ok=not problems, problems=problems, notes=r.notes,
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         for size in (int(s) for s in args.sizes.split(",")):
             row = measure(kind, size, options)
             rows.append(row)
-            print(f"{kind:>12s} {size:6d} {row['e_nodes']:>8s} {row['stop']:>16s} {row['read_s']:6.2f} "
+            print(f"{kind:>12s} {size:6d} {row['e_nodes']!s:>8} {row['stop']:>16s} {row['read_s']:6.2f} "
                   f"{row['optimize_s']:7.2f} "
                   + " ".join(f"{row['phases'].get(p, 0.0):7.2f}" for p in PHASES)
                   + f" {row['kernels_before']:4d}->{row['kernels_after']:<4d} "

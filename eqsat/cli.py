@@ -32,8 +32,9 @@ def _demo(args) -> int:
         want = seed.torch_reference(*inputs)
         want = want if isinstance(want, list) else [want]
         got = run_fusion(optimize_fusion(fusion, seed.make_inputs(*shape, device="meta")).fusion, inputs)
-        problems = [mismatch(g, w) for g, w in zip(got, want)]
-        ok = all(p is None for p in problems)
+        problems = [f"{len(got)} outputs instead of {len(want)}"] if len(got) != len(want) else \
+            [p for p in (mismatch(g, w) for g, w in zip(got, want, strict=True)) if p is not None]
+        ok = not problems
         status |= not ok
         print(f"check at {'x'.join(map(str, seed.check_shape))} against plain torch: "
               f"{'agrees' if ok else problems}\n")
@@ -76,14 +77,15 @@ def _check_cmd(args) -> int:
 
     want = run_fusion(repro.fusion, fresh_copies(repro.inputs), seed=0)   # strides kept: an
     got = run_fusion(opt.fusion, fresh_copies(repro.inputs), seed=0)      # expanded input stays one
-    problems = [(i, mismatch(g, w)) for i, (g, w) in enumerate(zip(got, want))]
-    problems = [(i, p) for i, p in problems if p is not None]
     if len(got) != len(want):
-        problems.append((None, f"{len(got)} outputs instead of {len(want)}"))
+        problems = [f"{len(got)} outputs instead of {len(want)}"]
+    else:
+        problems = [f"output {i}: {p}" for i, (g, w) in enumerate(zip(got, want, strict=True))
+                    if (p := mismatch(g, w)) is not None]
     changed = "optimized" if opt.report.changed else "unchanged"
     if problems:
-        for i, p in problems:
-            print(f"{args.file}: output {i}: {p}")
+        for p in problems:
+            print(f"{args.file}: {p}")
         return 1
     estimate = (f"{opt.report.before.time_us:.1f} -> {opt.report.after.time_us:.1f} us estimated"
                 if opt.report.estimated else "not estimated")

@@ -15,13 +15,14 @@ from eqsat.cost.profile import load_profile
 from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.encode import encode
-from eqsat.egraph.saturate import Limits, select_rules, session
+from eqsat.egraph.saturate import Limits, Saturation, select_rules, session
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.lowering.source import fusion_source
-from eqsat.reference.torch_executor import check_tensor_input, run_fusion
+from eqsat.reference.inputs import check_inputs
+from eqsat.reference.torch_executor import run_fusion
 
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
@@ -35,13 +36,40 @@ MIN_GAIN = 0.05
 DEADLINE_S = 2.0          # seconds for everything after reading the fusion (optimize_fusion's deadline_s)
 
 
+@dataclass(frozen=True)
+class SaturationSummary:
+    """Where saturation stopped, as a report gives it. ``stop`` is "saturated", the limit that
+    stopped it ("iteration limit", "node limit", "time limit", "deadline"), or "skipped" where
+    it did not run (nothing encoded, or the deadline cut encoding): ``iterations`` and
+    ``e_nodes`` are then None."""
+
+    stop: str = "skipped"
+    iterations: int | None = None
+    e_nodes: int | None = None
+
+    @classmethod
+    def of(cls, sat: Saturation | None) -> "SaturationSummary":
+        return cls() if sat is None else cls(sat.stop, sat.iterations, sat.nodes)
+
+    @property
+    def ran(self) -> bool:
+        return self.iterations is not None
+
+    def summary(self) -> dict:
+        return {"stop": self.stop, "iterations": self.iterations, "e_nodes": self.e_nodes}
+
+    def __str__(self) -> str:
+        return f"{self.stop} after {self.iterations} iterations, {self.e_nodes} e-nodes" if self.ran \
+            else self.stop
+
+
 @dataclass
 class Report:
     before: Estimate
     after: Estimate
     changed: bool
     rules_fired: dict[str, int] = field(default_factory=dict)
-    saturation: str = ""
+    saturation: SaturationSummary = SaturationSummary()
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)   # fired rules whose right side is in the result
@@ -52,7 +80,7 @@ class Report:
     def summary(self) -> dict:
         return {"before": self.before.summary(), "after": self.after.summary(),
                 "changed": self.changed, "rules": self.rules,
-                "rules_fired": self.rules_fired, "saturation": self.saturation,
+                "rules_fired": self.rules_fired, "saturation": self.saturation.summary(),
                 "optimizer_ms": round(self.seconds * 1e3, 2),
                 "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
                 "notes": self.notes, "estimated": self.estimated}
@@ -95,17 +123,7 @@ def concrete_extents(fusion: Fusion, inputs: Sequence[Any] | None, extents: dict
     types = fusion.types
     out = {k: v for k, v in types.extents.items() if v is not None}
     if inputs is not None:
-        if len(inputs) != len(fusion.inputs):
-            raise FusionError(f"the definition takes {len(fusion.inputs)} inputs, got {len(inputs)}")
-        for i, (vid, value) in enumerate(zip(fusion.inputs, inputs)):
-            node = fusion.producer[vid]
-            if node.op == "define_tensor":
-                try:
-                    check_tensor_input(i, value, node.arg("shape"), node.arg("dtype"),
-                                       node.arg("contiguity"), node.arg("stride_order"))
-                except FusionError as err:
-                    raise FusionError(err.message, line=node.line, op="fd.define_tensor") from None
-        out.update(types.bind(fusion, inputs))
+        out.update(check_inputs(fusion, inputs))
     out.update(extents or {})
     for label in types.extents:
         out.setdefault(label, default_extent)
@@ -238,9 +256,8 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     end = time.perf_counter()
     phases["total"] = end - start
     sat = a.sat
-    report = Report(before, after, changed, sat.fired if sat else {},
-                    (f"{sat.stop} after {sat.iterations} iterations, {sat.nodes} e-nodes" if sat else
-                     "skipped"), end - start, notes, credited, phases, estimated)
+    report = Report(before, after, changed, sat.fired if sat else {}, SaturationSummary.of(sat),
+                    end - start, notes, credited, phases, estimated)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key)
 
@@ -520,7 +537,9 @@ def _lower_choice(fusion: Fusion, enc, pick, roots, cls) -> Fusion:
         if c in tid_of:
             hints.setdefault(tid_of[c], order)
     lowered = lower_terms(fusion, graph, root_terms, enc.boundaries, enc.label_of, hints)
-    for a, b in zip(fusion.outputs, lowered.outputs):
+    if len(lowered.outputs) != len(fusion.outputs):
+        raise FusionError(f"the lowered fusion has {len(lowered.outputs)} outputs, not {len(fusion.outputs)}")
+    for a, b in zip(fusion.outputs, lowered.outputs, strict=True):
         ta, tb = fusion.types[a.value], lowered.types[b.value]
         if isinstance(ta, TensorType) and ta.known:
             same = tb.dtype is ta.dtype and tb.rank == ta.rank and \

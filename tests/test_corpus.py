@@ -45,7 +45,7 @@ def test_thunder_corpus_is_present_or_skipped_with_a_reason():
 
 def _same_outputs(got, want, what, exact=False):
     assert len(got) == len(want), f"{what}: {len(got)} outputs instead of {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert (g.shape, g.dtype) == (w.shape, w.dtype), f"{what}: output {i}"
         if exact:
             torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True, msg=f"{what}: output {i}")
@@ -66,7 +66,7 @@ def test_corpus_file(path):
     inputs = repro.inputs if meta else indexable_inputs(repro)
     inputs_a, inputs_b = fresh_copies(inputs), fresh_copies(inputs)
     want = _run_original(repro, inputs_a, seed=0)
-    got = eqsat.run_fusion(again, inputs_b, seed=0)
+    got = eqsat.run_fusion(again, inputs_b, seed=0, strict=True)
     if meta:
         _same_outputs([g.to("meta") for g in got], want, "as read")
     else:
@@ -78,13 +78,14 @@ def test_corpus_file(path):
     # through terms and back: named axes to positions again, same outputs (within dtype
     # tolerance: a reduction may sum in another order once layouts change)
     lowered = lower_encoding(encode(repro.fusion))
-    _same_outputs(eqsat.run_fusion(lowered, fresh_copies(inputs), seed=0), want, "through terms")
+    _same_outputs(eqsat.run_fusion(lowered, fresh_copies(inputs), seed=0, strict=True), want, "through terms")
 
     # optimized: never a worse estimate, and the same outputs within dtype tolerance
     opt = eqsat.optimize_fusion(repro.fusion, inputs)
     assert opt.report.after.time_us <= opt.report.before.time_us
     assert opt.frontend == repro.frontend
     if opt.report.changed:                    # else it is the fusion run above
-        _same_outputs(eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0), want, "optimized")
+        _same_outputs(eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0, strict=True), want,
+                      "optimized")
     else:
         assert opt.fusion == repro.fusion

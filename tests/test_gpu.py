@@ -17,11 +17,12 @@ import importlib
 import pytest
 import torch
 from conftest import corpus_files, indexable_inputs, thunder_files
+from helpers import returned_rtols
 
 import eqsat
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.lowering.nvfuser import as_given, to_nvfuser
-from eqsat.reference.compare import mismatch, output_rtols
+from eqsat.reference.compare import mismatch
 from eqsat.reference.devices import fresh_copies, to_device
 from eqsat.reference.index_inputs import has_index_ops
 from eqsat.testing.seeds import SEEDS
@@ -58,7 +59,7 @@ def _run(fd_or_fusion, inputs):
     """Outputs, then the tensor inputs as the run left them (aliased outputs land there)."""
     inputs = fresh_copies(inputs)
     if isinstance(fd_or_fusion, eqsat.Fusion):
-        outs = eqsat.run_fusion(fd_or_fusion, inputs, seed=0)
+        outs = eqsat.run_fusion(fd_or_fusion, inputs, seed=0, strict=True)
     else:
         outs = fd_or_fusion.execute(inputs)
     return list(outs), [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -71,9 +72,9 @@ def _agree(got, want, values: bool, what: str, fusion=None):
     (gout, gin), (wout, win) = got, want
     assert len(gout) == len(wout), f"{what}: {len(gout)} outputs instead of {len(wout)}"
     assert len(gin) == len(win), f"{what}: {len(gin)} tensor inputs instead of {len(win)}"
-    rtols = output_rtols(fusion) if fusion is not None else [None] * len(wout)
+    rtols = returned_rtols(fusion) if fusion is not None else [None] * len(wout)
     for kind, gs, ws, tols in (("output", gout, wout, rtols), ("input after the run", gin, win, [None] * len(win))):
-        for i, (g, w, rtol) in enumerate(zip(gs, ws, tols)):
+        for i, (g, w, rtol) in enumerate(zip(gs, ws, tols, strict=True)):
             assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{what}: {kind} {i}"
             if values:
                 problem = mismatch(g, w, rtol=rtol)
@@ -139,5 +140,5 @@ def test_seed_on_nvfuser(name, frontend):
     want = seed.torch_reference(*inputs)
     want = want if isinstance(want, list) else [want]
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert mismatch(g, w) is None, mismatch(g, w)

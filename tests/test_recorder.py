@@ -1,5 +1,7 @@
 """The recorder: nvFuser's FusionDefinition protocol recorded into the Fusion IR."""
 import pytest
+import torch
+from helpers import check
 
 import eqsat
 import eqsat.testing.seeds
@@ -19,6 +21,7 @@ def test_ports_by_changing_the_import():
     fusion = fd.fusion
     assert fusion.ops() == ["define_tensor", "sum"]
     assert fusion.inputs == (0,)
+    check(fusion, [torch.randn(3, 5)], lambda t: t.sum(1))
 
 
 def test_positional_and_keyword_calls_record_the_same_node():
@@ -31,6 +34,7 @@ def test_positional_and_keyword_calls_record_the_same_node():
         fd.add_output(fd.ops.sum(t, [2]))
 
     assert record(kw) == record(pos)
+    check(pos, [torch.randn(2, 3, 4)], lambda t: t.sum(-1))
 
 
 def test_reduction_without_dims_and_with_dtype_in_second_place():
@@ -40,6 +44,8 @@ def test_reduction_without_dims_and_with_dtype_in_second_place():
 
     node = record(f).nodes[-1]
     assert node.arg("dims") == (0, 1) and node.arg("dtype") is DataType.Float
+    x = (1 + torch.rand(3, 4) / 8).to(torch.bfloat16)
+    check(f, [x], lambda t: t.float().prod())               # a 0-dim Float, not bf16
 
 
 def test_named_axes_unify_through_elementwise_ops_and_broadcasts():
@@ -64,6 +70,7 @@ def test_keepdim_reduction_leaves_a_broadcast_dim():
     out = fusion.types[fusion.outputs[0].value]
     assert isinstance(out, TensorType) and out.rank == 2 and out.dims[0].broadcast
     assert fusion.types.extents[out.dims[0].label] == 1
+    check(f, [torch.randn(3, 5)], lambda t: t.amax(0, keepdim=True))
 
 
 def test_define_vector_of_size_makes_scalar_inputs_as_nvfuser_direct_does():
@@ -96,6 +103,7 @@ def test_operators_on_values():
         fd.add_output(-(a * 2.0 + a) / a)
 
     assert record(f).ops()[1:] == ["mul", "add", "neg", "div"]   # unary minus binds tighter than /
+    check(f, [torch.rand(6) + 0.5], lambda a: -(a * 2.0 + a) / a)
 
 
 # -- bad input: the error names the line, the op and what was expected ------------------------------

@@ -66,6 +66,7 @@ def _deep(fd):
 def test_each_limit_stops_cleanly(limits, stop):
     result = explore(_deep, limits=limits, contains=[_deep])
     assert result.saturation.stop == stop
+    assert_stopped_within(result.saturation, limits)
     assert result.contains == [True]         # the e-graph is still usable
 
 
@@ -82,8 +83,28 @@ def test_more_labels_than_the_masks_hold_is_skipped_not_wrong():
     assert result.encoding.skipped and "labels" in result.encoding.skipped
 
 
+def assert_stopped_within(sat, limits: Limits) -> None:
+    """What saturation under ``limits`` and no deadline must do, whatever the fusion: stop at
+    one of those limits (never "deadline") or saturate, within the iteration limit, and name the
+    stop truthfully. The iteration limit stops it only once it ran that many iterations; the node
+    and time limits only after a first iteration (the node limit is looked at after one, the time
+    limit lets the first run whatever it is); where the iteration or time limit stopped it, every
+    iteration before passed the node limit's look, so the e-graph is under it; where no rule
+    matched anything, it saturated at the first iteration (or before one, given no rules)."""
+    assert sat.stop in ("saturated", "iteration limit", "node limit", "time limit"), sat.stop
+    assert sat.iterations <= limits.iterations
+    if sat.stop == "iteration limit":
+        assert sat.iterations == limits.iterations
+    if sat.stop in ("node limit", "time limit"):
+        assert sat.iterations >= 1
+    if sat.stop in ("iteration limit", "time limit") and sat.iterations:
+        assert sat.nodes < limits.nodes
+    if not sat.fired:
+        assert sat.stop == "saturated" and sat.iterations <= 1
+
+
 @pytest.mark.parametrize("path", corpus_files(), ids=[p.name for p in corpus_files()])
-def test_corpus_saturates_under_the_default_limits(path):
+def test_corpus_saturates_within_the_default_limits(path):
     result = explore(eqsat.from_file(path, inputs=False).fusion)
-    assert result.saturation.stop in ("saturated", "iteration limit", "node limit", "time limit")
-    assert result.nodes > 0
+    assert_stopped_within(result.saturation, Limits())
+    assert result.nodes >= len(result.encoding.graph.nodes) > 0      # nothing is lost

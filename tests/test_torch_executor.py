@@ -1,13 +1,15 @@
 """The torch executor follows nvFuser's semantics; it is every test's reference."""
 import pytest
 import torch
+from helpers import check
 
 import eqsat
 from eqsat import DataType, FusionError
+from eqsat.reference.torch_executor import TorchOps
 
 
 def run(fn, *inputs, **kw):
-    return eqsat.run_fusion(eqsat.from_function(fn), list(inputs), **kw)
+    return eqsat.run_fusion(eqsat.from_function(fn), list(inputs), strict=True, **kw)
 
 
 def test_double_scalar_does_not_lift_a_float_tensor_but_lifts_an_int_one_to_double():
@@ -62,13 +64,8 @@ def test_var_mean_and_welford():
         for t in (var, mean, avg, var_sum, n):
             fd.add_output(t)
 
-    x = torch.randn(5, 7)
-    var, mean, avg, var_sum, n = run(f, x)
-    torch.testing.assert_close(var, x.var(1))
-    torch.testing.assert_close(mean, x.mean(1))
-    torch.testing.assert_close(avg, mean)
-    torch.testing.assert_close(var_sum, x.var(1, unbiased=False) * 7)
-    assert n.tolist() == [7] * 5
+    check(f, [torch.randn(5, 7)], lambda x: [x.var(1), x.mean(1), x.mean(1), x.var(1, unbiased=False) * 7,
+                                             torch.full((5,), 7)])
 
 
 def test_broadcast_in_dim_expands_and_max_over_empty_dims_is_identity():
@@ -164,3 +161,55 @@ def test_a_half_tensor_is_compared_with_a_float_scalar_in_fp32(half):
     want = x.float() < 0.9                                   # fp32 compare, by hand
     assert lt.tolist() == want.tolist() and ge.tolist() == (~want).tolist()
     assert eq.tolist() == [False, False]
+
+
+def test_strict_finds_a_wrong_dtype_that_the_default_casts_away(monkeypatch):
+    # an executor that forgot nvFuser's upcast: exp of bf16 computed (and returned) in bf16
+    def f(fd):
+        a = fd.define_tensor(shape=[-1], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.exp(a))
+
+    fusion = eqsat.from_function(f)
+    x = torch.randn(8).to(torch.bfloat16)
+    monkeypatch.setattr(TorchOps, "_cat_unary", lambda self, name, arg: torch.exp(arg))
+    (cast,) = eqsat.run_fusion(fusion, [x])
+    assert cast.dtype == torch.float32                        # repaired silently by default
+    with pytest.raises(FusionError, match="dtype torch.bfloat16, the IR has Float") as info:
+        eqsat.run_fusion(fusion, [x], strict=True)
+    assert info.value.op == "fd.ops.exp"
+    assert info.value.line == fusion.nodes[-1].line
+
+
+def test_strict_finds_a_wrong_extent(monkeypatch):
+    def f(fd):
+        a = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.add(fd.ops.neg(a), a))
+
+    fusion = eqsat.from_function(f)
+    monkeypatch.setattr(TorchOps, "_cat_unary", lambda self, name, arg: arg[:, :1])
+    with pytest.raises(FusionError, match="dim 1 has extent 1") as info:
+        eqsat.run_fusion(fusion, [torch.randn(3, 4)], strict=True)
+    assert info.value.op == "fd.ops.neg"
+
+
+# -- the tests' own check (tests/helpers.py) --------------------------------------------------------
+
+def _neg_and_exp(fd):
+    a = fd.define_tensor(shape=[-1, -1])
+    fd.add_output(fd.ops.neg(a))
+    fd.add_output(fd.ops.exp(a))
+
+
+def test_check_compares_with_torch_written_by_hand():
+    check(_neg_and_exp, [torch.randn(4, 5)], lambda a: [-a, a.exp()])
+
+
+@pytest.mark.parametrize("reference, message", [
+    (lambda a: [-a, a.exp(), a.abs()], "2 outputs, the reference has 3"),      # one output short
+    (lambda a: [-a, a.exp().double()], "output 1 has dtype torch.float32, the reference torch.float64"),
+    (lambda a: [-a, a.exp()[:, :1]], "output 1 has shape"),
+    (lambda a: [-a, a.exp() * 1.01], "output 1: max |difference|"),
+])
+def test_check_fails_where_the_definition_differs_from_the_reference(reference, message):
+    with pytest.raises(AssertionError, match=message):
+        check(_neg_and_exp, [torch.randn(4, 5)], reference)

@@ -12,6 +12,7 @@ returned.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Sequence
 
 import torch
@@ -19,13 +20,15 @@ import torch.nn.functional as F
 
 from eqsat.errors import FusionError
 from eqsat.ir import dtypes as dt
-from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node
+from eqsat.ir.layout import with_stride_order
 from eqsat.ir.opspec import OPS, UNARY_FLOAT, bind_call
 from eqsat.ir.replay import replay
 
 from . import philox
+from .inputs import check_tensor_input
 
 
 def _row_major_copy(x: torch.Tensor) -> torch.Tensor:
@@ -123,13 +126,21 @@ def _lift(x, like: torch.Tensor, dtype: torch.dtype):
 
 
 # torch implements little for FP8 tensors; their values are exact in fp32, where these ops
-# compute them (run_fusion casts each result back to the dtype the IR gives it)
+# compute them (and give back the dtype nvFuser gives: :meth:`TorchOps._over_fp8`)
 _FP8_IN_FLOAT = frozenset({"unary", "binary", "where", "clamp", "lerp", "reduction"})
 _FP8 = dt.torch_types(dt.FP8_TYPES)
+_FP8_STAND_IN = torch.float16
 
 
 def _fp8_as_float(x):
     return x.float() if isinstance(x, torch.Tensor) and x.dtype in _FP8 else x
+
+
+def _fp8_stand_in(x):
+    """``x`` as the meta tensor that promotes as it does: an FP8 tensor as a Half one."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    return torch.empty(x.shape, dtype=_FP8_STAND_IN if x.dtype in _FP8 else x.dtype, device="meta")
 
 
 class TorchOps:
@@ -150,10 +161,26 @@ class TorchOps:
         def op(*args, **kwargs):
             bound = bind_call(spec, args, kwargs)
             impl = getattr(self, f"_op_{name}", None) or getattr(self, f"_cat_{spec.category}")
-            if spec.category in _FP8_IN_FLOAT:
-                bound = {k: _fp8_as_float(v) for k, v in bound.items()}
+            if spec.category in _FP8_IN_FLOAT and any(isinstance(v, torch.Tensor) and v.dtype in _FP8
+                                                      for v in bound.values()):
+                return self._over_fp8(name, impl, bound)
             return impl(name, **bound)
         return op
+
+    @staticmethod
+    def _over_fp8(name, impl, bound: dict):
+        """An op over FP8 tensors: computed in fp32, given back in nvFuser's dtype. nvFuser
+        promotes the FP8 types as the reduced-precision floats they are: an op keeps its FP8
+        operands' type where it keeps Half (where, clamp, abs, max...) and computes in Float
+        where Half arithmetic does. Which one it is, the op run on Half stand-ins (meta tensors)
+        tells; a Half result means the FP8 type where that is the only one among the operands."""
+        result = impl(name, **{k: _fp8_as_float(v) for k, v in bound.items()})
+        out = impl(name, **{k: _fp8_stand_in(v) for k, v in bound.items()}).dtype
+        reduced = {v.dtype for v in bound.values()
+                   if isinstance(v, torch.Tensor) and (v.dtype in _FP8 or v.dtype == _FP8_STAND_IN)}
+        if out == _FP8_STAND_IN and len(reduced) == 1:
+            out = reduced.pop()
+        return result.to(out)
 
     # -- elementwise --------------------------------------------------------------------------
     def _cat_unary(self, name, arg):
@@ -391,13 +418,6 @@ def combine_padded(padded: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-def with_stride_order(t: torch.Tensor, stride_order: Sequence[int]) -> torch.Tensor:
-    """``t``'s values laid out so that dim i has the ``stride_order[i]``-th largest stride."""
-    order = sorted(range(t.dim()), key=lambda i: -stride_order[i])    # outermost first
-    inverse = [order.index(i) for i in range(t.dim())]
-    return t.permute(order).contiguous().permute(inverse)
-
-
 class TorchDefinition:
     """The FusionDefinition protocol, evaluated eagerly on ``inputs`` (in definition order)."""
 
@@ -448,71 +468,16 @@ class TorchDefinition:
         self.outputs.append(value)
 
 
-def contiguity_problem(t: torch.Tensor, contiguity: Sequence[Any] | None,
-                       stride_order: Sequence[int] | None) -> str | None:
-    """Why ``t``'s strides break the declared ``contiguity`` (None when they do not).
-
-    ``contiguity`` is per allocation dim, outermost first, as in nvFuser's define_tensor;
-    ``stride_order[j]`` is dim j's rank by stride (0: innermost). Walking the allocation dims
-    innermost first, a dim declared contiguous must have the stride of the dense layout (the
-    stride times the size of the next inner dim that has one). Size-1 and broadcast (None)
-    dims carry no stride requirement."""
-    rank = t.dim()
-    if contiguity is None or t.numel() == 0 or rank == 0:
-        return None
-    if isinstance(contiguity, bool):
-        contiguity = [contiguity] * rank
-    if len(contiguity) != rank:
-        return None
-    by_place = list(range(rank))                       # allocation place (outermost 0) -> dim
-    if stride_order:
-        for j, r in enumerate(stride_order):
-            by_place[rank - 1 - r] = j
-    expected = 1
-    for place in reversed(range(rank)):
-        j = by_place[place]
-        size, stride = t.shape[j], t.stride(j)
-        if size == 1 or contiguity[place] is None:
-            continue
-        if contiguity[place] and stride != expected:
-            return (f"dim {j} is declared contiguous, which needs stride {expected}, but has "
-                    f"stride {stride} (strides {list(t.stride())}); pass a .contiguous() tensor, "
-                    f"or declare that dim contiguity=False")
-        expected = stride * size
-    return None
-
-
-def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType,
-                       contiguity: Sequence[Any] | None = None,
-                       stride_order: Sequence[int] | None = None) -> None:
-    where = f"input {index}"
-    if not isinstance(t, torch.Tensor):
-        raise FusionError(f"{where}: expected a {dtype.name} tensor of rank {len(shape)}, got "
-                          f"{type(t).__name__}", op="fd.define_tensor")
-    problems = []
-    if t.dim() != len(shape):
-        problems.append(f"rank {len(shape)} (got {t.dim()})")
-    elif any(s not in (-1, n) for s, n in zip(shape, t.shape)):
-        problems.append(f"shape {list(shape)} (got {list(t.shape)})")
-    try:
-        if t.dtype != dt.to_torch(dtype):
-            problems.append(f"dtype {dtype.name} (got {t.dtype})")
-    except ValueError:
-        pass
-    if problems:
-        raise FusionError(f"{where}: expected " + ", ".join(problems), op="fd.define_tensor")
-    problem = contiguity_problem(t, contiguity, stride_order)
-    if problem:
-        raise FusionError(f"{where}: {problem}", op="fd.define_tensor")
-
-
 def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int | None = None,
-               generator: torch.Generator | None = None) -> list:
+               generator: torch.Generator | None = None, strict: bool = False) -> list:
     """Execute ``fusion`` eagerly on ``inputs``; returns the (non-aliased) outputs.
 
     ``seed`` seeds the random ops (uniform, normal without rng_seed) so that two runs agree.
-    Results are cast to the dtype the IR gives each value, so the executor and eqsat's types
-    never disagree silently.
+    Each node's results are held to the types the IR infers for them. By default they are cast
+    to the IR's dtype, so that the executor and eqsat's types never disagree silently.
+    ``strict=True`` (what the tests run) casts nothing: a result whose dtype, rank or extents
+    differ from the IR's raises FusionError at the node's line and op, so that a wrong dtype in
+    the executor is found rather than repaired.
     """
     if generator is None and seed is not None:
         dev = device or next((t.device for t in inputs if isinstance(t, torch.Tensor)), "cpu")
@@ -523,20 +488,76 @@ def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int 
     if len(inputs) != n_inputs:
         raise FusionError(f"the definition takes {n_inputs} inputs, got {len(inputs)}")
     fd = TorchDefinition(inputs, device=device, generator=generator)
-    types = fusion.types
-
-    def conform(node: Node, results: list) -> list:
-        out = []
-        for vid, r in zip(node.outputs, results):
-            t = types[vid]
-            if isinstance(t, TensorType) and t.known and isinstance(r, torch.Tensor):
-                want = dt.to_torch(t.dtype)
-                if r.dtype != want:
-                    r = r.to(want)
-            elif isinstance(t, ScalarType) and t.dtype in _PY_TYPE and not isinstance(r, (torch.Tensor, list)):
-                r = _PY_TYPE[t.dtype](r)
-            out.append(r)
-        return out
-
-    replay(fusion, fd, on_node=conform)     # errors name the node's line and op
+    on_node = TypeCheck(fusion) if strict else partial(_conform, fusion.types)
+    replay(fusion, fd, on_node=on_node)     # errors name the node's line and op
     return fd.outputs
+
+
+def _conform(types: Types, node: Node, results: list) -> list:
+    """``results`` cast to the dtypes the IR gives ``node``'s outputs (run_fusion's default)."""
+    out = []
+    for vid, r in zip(node.outputs, results, strict=True):
+        t = types[vid]
+        if isinstance(t, TensorType) and t.known and isinstance(r, torch.Tensor):
+            want = dt.to_torch(t.dtype)
+            if r.dtype != want:
+                r = r.to(want)
+        elif isinstance(t, ScalarType) and t.dtype in _PY_TYPE and not isinstance(r, (torch.Tensor, list)):
+            r = _PY_TYPE[t.dtype](r)
+        out.append(r)
+    return out
+
+
+class TypeCheck:
+    """``run_fusion(strict=True)``'s look at each node's results: a tensor of the IR's dtype,
+    rank and extents, a python number of the IR's scalar type. Raises FusionError at the node's
+    line and op where they differ, and changes nothing.
+
+    A dim's extent is its axis label's (an extent-1 broadcast has a label of its own, of
+    extent 1): the static one, else the label's extent as first seen, in an input or a result."""
+
+    def __init__(self, fusion: Fusion):
+        self.types = fusion.types
+        self.extents = {label: n for label, n in self.types.extents.items() if n is not None}
+
+    def __call__(self, node: Node, results: list) -> list:
+        if len(results) != len(node.outputs):
+            self._fail(node, f"gave {len(results)} results, the IR has {len(node.outputs)} outputs")
+        for i, (vid, r) in enumerate(zip(node.outputs, results, strict=True)):
+            problem = self._problem(self.types[vid], r)
+            if problem:
+                which = f"result {i} (%{vid})" if len(node.outputs) > 1 else f"the result (%{vid})"
+                self._fail(node, f"{which}: {problem}")
+        return results
+
+    @staticmethod
+    def _fail(node: Node, message: str):
+        op = f"fd.{node.op}" if node.op.startswith("define_") else f"fd.ops.{node.op}"
+        raise FusionError(f"the torch executor disagrees with the IR: {message}", line=node.line, op=op)
+
+    def _problem(self, t: Any, r: Any) -> str | None:
+        if isinstance(t, TensorType) and t.known:
+            return self._tensor_problem(t, r)
+        if isinstance(t, ScalarType) and t.dtype in _PY_TYPE and not isinstance(r, (torch.Tensor, list)):
+            want = _PY_TYPE[t.dtype]
+            if type(r) is not want:
+                return f"a python {type(r).__name__} {r!r}, the IR has a {t.dtype.name} scalar"
+        return None
+
+    def _tensor_problem(self, t: TensorType, r: Any) -> str | None:
+        if not isinstance(r, torch.Tensor):
+            return f"a {type(r).__name__}, the IR has a {t.dtype.name} tensor"
+        try:
+            want = dt.to_torch(t.dtype)
+        except ValueError:
+            want = r.dtype
+        if r.dtype != want:
+            return f"dtype {r.dtype}, the IR has {t.dtype.name} ({want})"
+        if r.dim() != t.rank:
+            return f"rank {r.dim()} (shape {list(r.shape)}), the IR has rank {t.rank}"
+        for j, (d, n) in enumerate(zip(t.dims, r.shape, strict=True)):
+            expected = self.extents.setdefault(d.label, int(n))
+            if int(n) != expected:
+                return (f"dim {j} has extent {int(n)} (shape {list(r.shape)}), the IR's axis "
+                        f"{d!r} has extent {expected}")
+        return None
