@@ -29,7 +29,10 @@ count and bytes are not additive over nodes:
    per element of each node's iteration space (special functions weigh more, casts nothing;
    kept ops such as reshape count one, as data movement).
 3. **Time** = host cost + sum over kernels of (launch + max(bytes / bandwidth, flops /
-   throughput)), with the constants of the kernel's kind from the profile.
+   throughput)), with the constants of the kernel's kind from the profile. The host cost is
+   nvFuser's per ``execute`` at steady state: a base, and a cost per segment (kernel), per
+   input, output, op and resize op (the profile's ``host``, fitted by bench/host_cost.py; on
+   the H200 a segment costs about 12 µs of host time, more than most kernels' device time).
 """
 from __future__ import annotations
 
@@ -349,10 +352,16 @@ class CostModel:
             users = [u for u in users if u in in_compute]
             siblings += [(users[0], u) for u in users[1:]]
         merge_pairs(siblings, False)
-        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories, inner)
+        inputs = sum(nodes[n].op == "Leaf" for n in order)
+        n_outputs = len(outputs) if outputs is not None else len(roots)
+        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories, inner,
+                             inputs, n_outputs)
 
-    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories, inner) -> Estimate:
-        est = Estimate(host_us=self.profile.host_us if compute or self.aliased else 0.0)
+    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories, inner,
+                 inputs: int, outputs: int) -> Estimate:
+        """The kernels of the groups, and the host cost of the whole (``inputs``: the fusion's
+        inputs the candidate reads; ``outputs``: its outputs)."""
+        est = Estimate()
         group_of = {n: find(n) for n in compute}
         for g, ms in members.items():
             ms_set = set(ms)
@@ -401,6 +410,10 @@ class CostModel:
             est.kernels.append(Kernel("pointwise", ["alias-copy"], 0, 0, 0.0,
                                       self.profile.kinds["pointwise"].launch_us))
         est.kernels.sort(key=lambda k: -k.time_us)
+        if compute or self.aliased:
+            est.host_us = self.profile.host.cost_us(
+                segments=len(est.kernels), inputs=inputs, outputs=outputs,
+                ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute))
         return est
 
     def _is_view(self, nodes, m) -> bool:

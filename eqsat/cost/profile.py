@@ -23,11 +23,38 @@ class KindConstants:
 
 
 @dataclass(frozen=True)
+class HostConstants:
+    """nvFuser's host cost of one ``execute`` at steady state (calls back to back), in µs:
+    ``base + per_segment * kernels + per_input * inputs + per_output * outputs + per_op * ops
+    + per_resize * resize ops``. ``bench/host_cost.py`` measures and fits it on a GPU."""
+
+    base_us: float
+    per_segment_us: float = 0.0
+    per_input_us: float = 0.0
+    per_output_us: float = 0.0
+    per_op_us: float = 0.0
+    per_resize_us: float = 0.0
+
+    def cost_us(self, segments: int, inputs: int, outputs: int, ops: int, resizes: int) -> float:
+        return (self.base_us + self.per_segment_us * segments + self.per_input_us * inputs
+                + self.per_output_us * outputs + self.per_op_us * ops + self.per_resize_us * resizes)
+
+
+HOST_FIELDS = ("base_us", "per_segment_us", "per_input_us", "per_output_us", "per_op_us", "per_resize_us")
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
-    host_us: float
+    host: HostConstants
     kinds: dict[str, KindConstants]
     special_function_weight: float = 4.0
+
+    @property
+    def host_us(self) -> float:
+        """The host cost of a one-kernel fusion with nothing else counted (the base and one
+        segment)."""
+        return self.host.base_us + self.host.per_segment_us
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":
@@ -42,13 +69,30 @@ class Profile:
                         or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
                     raise ValueError(f"kinds.{k} needs launch_us >= 0 and finite bandwidth_GBps and "
                                      f"gflops > 0, got {c}")
-            if not 0 <= float(data["host_us"]) < float("inf"):
-                raise ValueError(f"host_us must be finite and >= 0, got {data['host_us']}")
-            return cls(str(data.get("name", where)), float(data["host_us"]), kinds,
-                       float(data.get("special_function_weight", 4.0)))
+            host = _host(data)
+            return cls(str(data.get("name", where)), host, kinds, float(data.get("special_function_weight", 4.0)))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host_us and "
+            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us) and "
                               f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops}}") from None
+
+
+def _host(data: dict) -> HostConstants:
+    """``host``: the fitted constants ({base_us, per_segment_us, ...}); or ``host_us``: one
+    flat cost per execute (profiles written before the host fit)."""
+    if "host" in data:
+        given = data["host"]
+        unknown = sorted(set(given) - set(HOST_FIELDS))
+        if unknown:
+            raise ValueError(f"host has unknown fields {unknown}; known: {', '.join(HOST_FIELDS)}")
+        values = {f: float(given[f]) for f in HOST_FIELDS if f in given}
+        if "base_us" not in values:
+            raise KeyError("host.base_us")
+    else:
+        values = {"base_us": float(data["host_us"])}
+    for f, v in values.items():
+        if not 0 <= v < float("inf"):
+            raise ValueError(f"host {f} must be finite and >= 0, got {v}")
+    return HostConstants(**values)
 
 
 def load_profile(profile=None) -> Profile:

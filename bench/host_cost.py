@@ -1,0 +1,216 @@
+"""nvFuser's host cost per ``execute``, measured on a GPU: how it grows with segments (kernels),
+inputs, outputs, ops, resize ops (slice/pad/cat) and tensor rank. The tensors are tiny (a few
+hundred elements), so the kernels take a few µs and each call's time is the host's.
+
+    python bench/host_cost.py --out host.json [--frontend nvfuser_direct] [--runs 200]
+
+For each microbenchmark it records the steady-state time of one call (calls back to back:
+``gpu_timing.throughput_us``), one call's latency (``time_us``), the host's own time per call
+(``time.perf_counter`` over calls issued back to back, not waited for), the kernels nvFuser ran
+and their device time (torch.profiler), and the features the fit uses. It then fits
+``host_us = base + per_segment * segments + per_input * inputs + per_output * outputs
++ per_op * ops + per_resize * resizes`` by least squares (non-negative), and prints the fit
+and each row's error.
+
+``--fit host.json`` refits recorded measurements without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+import eqsat
+from eqsat.ir.dtypes import DataType
+
+F32 = DataType.Float
+FEATURES = ("segments", "inputs", "outputs", "ops", "resizes")
+SIDE = 8            # each dim's extent: 8 elements per dim, so the kernels take a few µs
+
+
+def _tensor(fd, rank):
+    return fd.define_tensor(shape=[-1] * rank, contiguity=[True] * rank, dtype=F32)
+
+
+def chain(length, rank=2):
+    """One input, one output, ``length`` pointwise ops: one kernel."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        y = x
+        for i in range(length):
+            y = fd.ops.mul(y, x) if i % 2 else fd.ops.add(y, x)
+        fd.add_output(y)
+    return definition, [rank]
+
+
+def many_inputs(n, rank=2):
+    """``n`` inputs summed pointwise: one kernel, one output."""
+    def definition(fd):
+        xs = [_tensor(fd, rank) for _ in range(n)]
+        y = xs[0]
+        for x in xs[1:]:
+            y = fd.ops.add(y, x)
+        if n == 1:
+            y = fd.ops.neg(y)
+        fd.add_output(y)
+    return definition, [rank] * n
+
+
+def many_outputs(n, rank=2):
+    """One input scaled ``n`` ways, each an output: one kernel."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        for i in range(n):
+            fd.add_output(fd.ops.mul(x, fd.define_scalar(1.0 + i, dtype=DataType.Double)))
+    return definition, [rank]
+
+
+def segments(n, rank=2):
+    """A chain cut by ``segment_set`` into ``n`` kernels."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        y = fd.ops.neg(x)
+        for _ in range(n - 1):
+            y = fd.ops.neg(fd.ops.segment_set(y))
+        fd.add_output(y)
+    return definition, [rank]
+
+
+def resizes(n, rank=2):
+    """``n`` slices of the last dim, padded back and added (a RoPE-like block): resize ops."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        y = fd.ops.neg(x)
+        for i in range(n):
+            half = fd.ops.slice(y, start_indices=[0] * rank, end_indices=[SIDE] * (rank - 1) + [SIDE // 2],
+                                strides=[1] * rank)
+            y = fd.ops.add(y, fd.ops.pad(half, [0, SIDE // 2] + [0, 0] * (rank - 1)))
+        fd.add_output(y)
+    return definition, [rank]
+
+
+def microbenchmarks():
+    out = []
+    for n in (1, 4, 16, 64, 256):
+        out.append((f"chain{n}", *chain(n)))
+    for n in (1, 2, 4, 8, 16, 32):
+        out.append((f"inputs{n}", *many_inputs(n)))
+        out.append((f"outputs{n}", *many_outputs(n)))
+    for n in (1, 2, 3, 4, 6, 8, 12):
+        out.append((f"segments{n}", *segments(n)))
+    for n in (1, 2, 4, 8):
+        out.append((f"resizes{n}", *resizes(n)))
+    for rank in (1, 3, 4):
+        out.append((f"chain4_rank{rank}", *chain(4, rank)))
+        out.append((f"inputs8_rank{rank}", *many_inputs(8, rank)))
+    return out
+
+
+def features(fusion, kernels: int) -> dict:
+    ops = [n for n in fusion.nodes if not n.op.startswith("define_")]
+    return {"segments": kernels, "inputs": len(fusion.inputs), "outputs": len(fusion.outputs),
+            "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops)}
+
+
+def host_only_us(fn, runs: int) -> float:
+    """The host's time per call: calls issued back to back, the clock stopped before the GPU
+    is waited for (the GPU's queue absorbs them)."""
+    import torch
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(runs):
+        fn()
+    took = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return took / runs * 1e6
+
+
+def measure(runs: int, frontend: str, save=None) -> list[dict]:
+    import torch
+    from gpu_timing import kernel_count_and_time, throughput_us, time_us
+
+    from eqsat.lowering.nvfuser import to_nvfuser
+
+    rows = []
+    for name, definition, ranks in microbenchmarks():
+        fusion = eqsat.from_function(definition)
+        inputs = [torch.randn(*([SIDE] * r), device="cuda") for r in ranks]
+        fd = to_nvfuser(fusion, frontend)
+        call = lambda: fd.execute(inputs)      # noqa: E731
+        call()
+        kernels, device = kernel_count_and_time(call)
+        row = {"name": name, **features(fusion, kernels), "device_us": device,
+               "steady_us": throughput_us(call, runs), "latency_us": time_us(call, runs),
+               "host_us": host_only_us(call, runs)}
+        rows.append(row)
+        if save:
+            save(rows)              # a run cut short keeps what it measured
+        print(f"  {name:18s} kernels {kernels:2d} device {device:6.1f} us  steady {row['steady_us']:7.1f}  "
+              f"latency {row['latency_us']:7.1f}  host {row['host_us']:7.1f}", flush=True)
+    return rows
+
+
+def fit(rows: list[dict], target: str = "host_us") -> dict:
+    """Non-negative least squares of ``target`` on [1, features]: coefficients and errors."""
+    X = np.array([[1.0] + [r[f] for f in FEATURES] for r in rows])
+    y = np.array([r[target] for r in rows])
+    active = list(range(X.shape[1]))
+    while True:                          # drop negative coefficients one at a time, refit
+        coef, *_ = np.linalg.lstsq(X[:, active], y, rcond=None)
+        worst = int(np.argmin(coef))
+        if coef[worst] >= 0 or len(active) == 1:
+            break
+        active.pop(worst)
+    full = np.zeros(X.shape[1])
+    full[active] = coef
+    pred = X @ full
+    err = np.abs(pred - y) / y
+    names = ("base",) + tuple(f"per_{f[:-1] if f.endswith('s') else f}" for f in FEATURES)
+    return {"target": target, "coefficients_us": dict(zip(names, np.round(full, 3).tolist())),
+            "median_rel_error": round(float(np.median(err)), 4), "max_rel_error": round(float(err.max()), 4),
+            "samples": len(rows)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", help="write the measurements and fits here (JSON)")
+    parser.add_argument("--fit", help="refit recorded measurements (JSON written by --out)")
+    parser.add_argument("--frontend", default="nvfuser_direct")
+    parser.add_argument("--runs", type=int, default=200)
+    args = parser.parse_args(argv)
+    if args.fit:
+        with open(args.fit) as f:
+            data = json.load(f)
+        rows = data["rows"]
+    else:
+        import torch
+        data = {"device": torch.cuda.get_device_name(0), "host": platform.processor() or platform.machine(),
+                "frontend": args.frontend, "nvfuser": _nvfuser_version(args.frontend), "rows": []}
+
+        def save(rows):
+            if args.out:
+                with open(args.out, "w") as f:
+                    json.dump({**data, "rows": rows}, f, indent=1)
+        data["rows"] = rows = measure(args.runs, args.frontend, save)
+    data["fits"] = [fit(rows, t) for t in ("host_us", "steady_us", "latency_us")]
+    for f in data["fits"]:
+        print(json.dumps(f))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(data, f, indent=1)
+    return 0
+
+
+def _nvfuser_version(frontend: str) -> str:
+    module = __import__(frontend)
+    return str(getattr(module, "version", lambda: "?")())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
