@@ -8,12 +8,7 @@ before and after, and which stage the deadline cut, if any.
     python bench/large.py [--sizes 100,300,1000,3000] [--kinds chain,wide] [--deadline S|none]
                           [--json out.json]
 
-The fusions (written here, not taken from anywhere): ``chain``, a pointwise chain over an
-[M, N] input with a row sum broadcast back every 50 ops (a normalization-like block);
-``elementwise``, a chain of adds and tanhs only; ``wide``, independent row sums of the input
-times a constant, each its own output; and ``distributed``, a sum over the inner axis of
-products of the input with row-broadcast weights, each block a place for the distribution
-rewrite.
+The fusions are eqsat.testing.large_fusions.KINDS (chain, elementwise, wide, distributed).
 """
 from __future__ import annotations
 
@@ -22,67 +17,9 @@ import json
 import sys
 import time
 
-import torch
-
 import eqsat
-from eqsat import DataType
 from eqsat.reference.compare import mismatch
-
-
-def chain(ops: int):
-    def definition(fd):
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        y, n = x, 1
-        while n < ops:
-            if n % 50 == 0:
-                s = fd.ops.sum(y, dims=[1])
-                y = fd.ops.sub(y, fd.ops.broadcast_in_dim(s, shape=x.shape(), broadcast_dims=[0]))
-                n += 3
-            else:
-                y = fd.ops.add(fd.ops.mul(y, x), x) if n % 2 else fd.ops.tanh(y)
-                n += 2 if n % 2 else 1
-        fd.add_output(y)
-    return definition, lambda m, k: [torch.randn(m, k)]
-
-
-def distributed(ops: int):
-    blocks = max(1, ops // 6)
-
-    def definition(fd):
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        w = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
-        acc = None
-        for i in range(blocks):
-            wi = fd.ops.mul(w, fd.define_scalar(1.0 + i / blocks, dtype=DataType.Double))
-            wb = fd.ops.broadcast_in_dim(wi, shape=x.shape(), broadcast_dims=[0])
-            s = fd.ops.sum(fd.ops.mul(x, wb), dims=[1])
-            acc = s if acc is None else fd.ops.add(acc, s)
-        fd.add_output(acc)
-    return definition, lambda m, k: [torch.randn(m, k), torch.randn(m)]
-
-
-def elementwise(ops: int):
-    def definition(fd):
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        y = x
-        for i in range(ops):
-            y = fd.ops.tanh(y) if i % 2 else fd.ops.add(y, x)
-        fd.add_output(y)
-    return definition, lambda m, k: [torch.randn(m, k)]
-
-
-def wide(ops: int):
-    blocks = max(1, ops // 3)
-
-    def definition(fd):
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        for i in range(blocks):
-            c = fd.define_scalar(1.0 + i / blocks, dtype=DataType.Double)
-            fd.add_output(fd.ops.exp(fd.ops.sum(fd.ops.mul(x, c), dims=[1])))
-    return definition, lambda m, k: [torch.randn(m, k)]
-
-
-KINDS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}
+from eqsat.testing.large_fusions import KINDS
 
 
 def _deadline(text: str) -> dict:
@@ -132,7 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     options = args.deadline
-    eqsat.optimize_fusion(chain(10)[0])             # compiles the rules: not timed
+    eqsat.optimize_fusion(KINDS["chain"](10)[0])    # compiles the rules: not timed
     rows = []
     print(f"{'fusion':>12s} {'ops':>6s} {'e-nodes':>8s} {'stop':>16s} {'read s':>6s} {'opt s':>7s} "
           + " ".join(f"{p[:7]:>7s}" for p in PHASES) + f" {'kernels':>9s}  ok  deadline cut")

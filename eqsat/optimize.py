@@ -139,7 +139,6 @@ class OptimizedFusion:
         self.fusion = fusion.with_frontend(original.frontend)
         self.report = report
         self._options = options
-        self._key = key
         self._cache: dict[tuple, OptimizedFusion] = {} if key is None else {key: self}
         self._nvfuser: dict[str | None, Any] = {}
         self._lock = threading.Lock()

@@ -33,6 +33,7 @@ from egglog import eq, i64, ne
 from egglog import rule as egg_rule
 from egglog import union, var
 
+from eqsat.egraph.registry import RULES as REGISTRY
 from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels,
                                      nonempty_labels, nonneg, widens)
 
@@ -154,7 +155,7 @@ class ShapeNamespace:
         return lambda *args: _Mask()
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, Rule] = REGISTRY      # every rule, by name (the e-graph's registry)
 
 
 def rule(family: str, *, reassociates: bool = False, special_values: str = "",

@@ -34,6 +34,7 @@ import torch
 from eqsat.egraph.dtype_codes import WEAK, compute_code, exact_widenings, result_code
 from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
 from eqsat.ir.dtypes import DataType, to_torch
+from eqsat.reference.compare import rtol_of
 from eqsat.reference.torch_executor import TorchOps
 
 from . import RULES
@@ -249,10 +250,9 @@ class Verdict:
 
 _TOLERANCE = {DataType.Double: 1e-9, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 2e-3}
 
-# what a rule's values may hold, from most to least: every special value; NaN, +-inf and
-# +-0.0 but nothing that overflows (huge and tiny floats, integers near their limits);
-# normal (nonzero, finite) values alone
-VALUE_KINDS = ("all special", "no overflow", "finite only")
+# what a rule's values may hold (VALUE_KINDS), from most to least: "all special" (every
+# special value); "no overflow" (NaN, +-inf and +-0.0 but nothing that overflows: no huge and
+# tiny floats, no integers near their limits); "finite only" (normal, nonzero values alone)
 
 
 def values_for(rule) -> str:
@@ -438,7 +438,9 @@ def _compare(lhs: Named, rhs: Named, leaf_codes=(), values: str = "finite only",
     if not a.is_floating_point():
         return (0.0, 0.0) if torch.equal(a, b) else f"integer values differ: {_example(a, b, a != b)}"
     dtypes = [DTYPES[c] for c in (lhs.dtype, rhs.dtype, *leaf_codes) if c not in WEAK]
-    tol = max((_TOLERANCE.get(d, 1e-9) for d in dtypes), default=1e-9)
+    # the two sides round differently, by the tolerance of the least precise dtype involved
+    # (the one table of eqsat.reference.compare); integers must agree exactly (above)
+    tol = max((rtol_of(d, 1e-9) for d in dtypes), default=1e-9)
     return _special_mismatch(a, b, signed_zeros) or (_relative_error(a, b, lhs.labels, values), tol)
 
 

@@ -14,20 +14,10 @@ from eqsat.cli import main
 from eqsat.egraph.saturate import Limits
 from eqsat.lowering.source import repro_source
 from eqsat.rules.rule import RULES, Term, rule
+from eqsat.testing.large_fusions import elementwise
 from eqsat.testing.seeds import SEEDS
 
 META = [torch.empty(4096, 4096, device="meta")]
-
-
-def _chain(ops: int):
-    """A pointwise chain over [M, N]: y = tanh(y + x), ``ops`` ops in all."""
-    def definition(fd):
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        y = x
-        for i in range(ops):
-            y = fd.ops.tanh(y) if i % 2 else fd.ops.add(y, x)
-        fd.add_output(y)
-    return definition
 
 
 def _read(definition) -> eqsat.ir.Fusion:
@@ -55,7 +45,7 @@ def _deadline_notes(opt) -> list[str]:
 
 
 def test_a_large_fusion_is_cut_by_the_deadline_in_time_and_still_agrees():
-    fusion = _read(_chain(12_000))
+    fusion = _read(elementwise(12_000)[0])
     opt, took = _timed_optimize(fusion, META, deadline_s=0.5)
     assert took < 5.0, f"{took:.1f} s under a 0.5 s deadline"
     assert _deadline_notes(opt), opt.report.notes
@@ -63,7 +53,7 @@ def test_a_large_fusion_is_cut_by_the_deadline_in_time_and_still_agrees():
 
 
 def test_a_deadline_of_zero_keeps_the_input_and_says_which_stage_it_cut():
-    fusion = _read(_chain(40))
+    fusion = _read(elementwise(40)[0])
     opt = eqsat.optimize_fusion(fusion, META, deadline_s=0)
     assert not opt.report.changed and opt.fusion == fusion
     assert not opt.report.estimated
@@ -117,13 +107,13 @@ def test_the_deadline_cuts_saturation_before_generous_limits_do(exploding_rule):
 def test_a_deadline_must_be_a_number_of_seconds_or_none():
     for bad in (-1, float("nan"), "2"):
         with pytest.raises(ValueError, match="deadline_s"):
-            eqsat.optimize_fusion(_chain(4), deadline_s=bad)
+            eqsat.optimize_fusion(elementwise(4)[0], deadline_s=bad)
 
 
 @pytest.fixture
 def large_repro(tmp_path):
     path = tmp_path / "chain.py"
-    path.write_text(repro_source(_read(_chain(6000)), [torch.randn(4, 8)]))
+    path.write_text(repro_source(_read(elementwise(6000)[0]), [torch.randn(4, 8)]))
     return path
 
 
@@ -139,7 +129,7 @@ def test_the_cli_takes_a_deadline_and_reports_what_it_cut(large_repro, capsys):
 
 
 def test_a_chain_of_fifty_thousand_ops_gives_a_result_not_a_recursion_error():
-    fusion = _read(_chain(50_000))
+    fusion = _read(elementwise(50_000)[0])
     try:
         opt, took = _timed_optimize(fusion, META)
     except eqsat.FusionError:

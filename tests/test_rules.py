@@ -128,7 +128,7 @@ def test_constant_along_holds_only_where_the_factor_is_constant_along_the_axes(b
     g = torch.Generator().manual_seed(0)
     x, b = torch.randn(4, 5, generator=g), torch.randn(4, 5 if b_varies_along_k else 3, generator=g)
     want = (x * b).sum(1) if b_varies_along_k else (x[:, :, None] * b[:, None, :]).sum(1)
-    torch.testing.assert_close(eqsat.run_fusion(opt.fusion, [x, b])[0], want)
+    torch.testing.assert_close(eqsat.run_fusion(opt.fusion, [x, b], strict=True)[0], want)
 
 
 @pytest.mark.parametrize("correction", [0, 1, 2])
@@ -143,7 +143,7 @@ def test_zero_or_one_holds_for_a_correction_of_0_or_1_only(correction):
     assert (explore(fusion).fired.get("variance-as-sums", 0) > 0) == (correction in (0, 1))
     x = torch.randn(3, 6, generator=torch.Generator().manual_seed(1))
     opt = eqsat.optimize_fusion(fusion, [torch.empty(4096, 4096, device="meta")], min_gain=0.0)
-    for got, want in zip(eqsat.run_fusion(opt.fusion, [x]), torch.var_mean(x, dim=1, correction=correction),
+    for got, want in zip(eqsat.run_fusion(opt.fusion, [x], strict=True), torch.var_mean(x, dim=1, correction=correction),
                          strict=True):
         torch.testing.assert_close(got, want)
 

@@ -18,7 +18,7 @@ def test_classic_and_direct_styles():
     assert "define_vector" not in direct
     assert eqsat.ingest(classic) == fusion
     inputs = SEEDS["layernorm_amax"].make_inputs()
-    for a, b in zip(eqsat.run_fusion(fusion, inputs), eqsat.run_fusion(eqsat.ingest(direct), inputs)):
+    for a, b in zip(eqsat.run_fusion(fusion, inputs, strict=True), eqsat.run_fusion(eqsat.ingest(direct), inputs, strict=True)):
         assert torch.equal(a, b)
 
 
@@ -81,5 +81,5 @@ def test_emitted_source_reingests_equal_and_runs_the_same(fn):
     again = eqsat.ingest(fusion_source(fusion))
     assert again == fusion
     inputs = [torch.randn(3, 4), torch.randn(3, 4)]
-    for a, b in zip(eqsat.run_fusion(fusion, inputs), eqsat.run_fusion(again, inputs)):
+    for a, b in zip(eqsat.run_fusion(fusion, inputs, strict=True), eqsat.run_fusion(again, inputs, strict=True)):
         torch.testing.assert_close(a, b, equal_nan=True, rtol=0, atol=0)

@@ -17,11 +17,10 @@ from typing import Iterable
 
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
-from eqsat.rules import RULES
-
 from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text
 from .encode import Encoding
+from .registry import RULES
 from .terms import TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
 

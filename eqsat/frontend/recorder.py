@@ -27,7 +27,6 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
 from eqsat.ir.operators import Operators
 from eqsat.ir.opspec import OPERANDS, OPS, OpSpec, bind_call
-from eqsat.lowering.source import fusion_source
 from eqsat.reference.torch_executor import run_fusion
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -157,7 +156,9 @@ class FusionDefinition:
         return run_fusion(self.fusion, inputs, **kwargs)
 
     def __repr__(self) -> str:
-        return fusion_source(self.fusion) if self._outputs else "<empty FusionDefinition>"
+        """The recorded IR, with each value's dtype and axis labels (``eqsat.lowering.fusion_source``
+        gives nvFuser's repro text)."""
+        return str(self.fusion) if self._outputs else "<empty FusionDefinition>"
 
     # -- recording ---------------------------------------------------------------------------------
     def _fail(self, message: str, op: str, line: int | None) -> None:

@@ -122,7 +122,11 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
         results = list(result) if len(node.outputs) > 1 else [result]
         if on_node is not None:
             results = on_node(node, results)
-        env.update(zip(node.outputs, results))
+        if len(results) != len(node.outputs):
+            label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
+            raise FusionError(f"gave {len(results)} results; the definition has {len(node.outputs)}",
+                              line=node.line, op=label)
+        env.update(zip(node.outputs, results, strict=True))
         for vid in {r.id for r in node.refs()} | set(node.outputs):
             if last_use.get(vid, -1) <= i:        # dead from here on: free it (the torch
                 env.pop(vid, None)                # executor's intermediates are large)

@@ -33,13 +33,13 @@ def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult
     outputs (:func:`output_problem`), and neither the report's nor a fresh estimate of the
     optimized fusion may exceed the original's estimated time."""
     opt = optimize_fusion(case.fusion, case.planning_inputs, min_gain=min_gain, **options)
-    want = run_fusion(case.fusion, case.inputs)
-    got = run_fusion(opt.fusion, case.inputs)
+    want = run_fusion(case.fusion, case.inputs, strict=True)
+    got = run_fusion(opt.fusion, case.inputs, strict=True)
     if len(got) != len(want):
         return FuzzResult(opt.report.changed, f"{len(got)} outputs, expected {len(want)}")
     exact = exact_on_special_values(opt.report)
     floors = summand_magnitudes(case.fusion, case.inputs)
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         problem = output_problem(case, g, w, i, floors[i], exact)
         if problem:
             return FuzzResult(opt.report.changed, f"output {i}: {problem}", exact)
@@ -156,7 +156,7 @@ def _as_accurate(case: RandomCase, got, want, i: int) -> bool:
     Only places where all three are finite count (NaN and inf are compared exactly elsewhere)."""
     wide_inputs = [x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
                    for x in case.inputs]
-    exact = run_fusion(widened(case.fusion), wide_inputs)[i]
+    exact = run_fusion(widened(case.fusion), wide_inputs, strict=True)[i]
     if not isinstance(exact, torch.Tensor) or not exact.dtype.is_floating_point:
         return False
     exact, got, want = exact.double(), got.double(), want.double()
