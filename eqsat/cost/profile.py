@@ -95,11 +95,15 @@ def _host(data: dict) -> HostConstants:
     return HostConstants(**values)
 
 
+PACKAGED = ("h200", "h200_host_fit")      # profiles/NAME.json; the first is the default
+
+
 def load_profile(profile=None) -> Profile:
-    """``profile``: None (the packaged H200 profile), a Profile, a dict, or a path to JSON."""
-    if profile is None:
-        text = resources.files("eqsat.cost").joinpath("profiles/h200.json").read_text()
-        return Profile.from_dict(json.loads(text), "profiles/h200.json")
+    """``profile``: None (the packaged H200 profile), the name of a packaged profile
+    (:data:`PACKAGED`), a Profile, a dict, or a path to JSON."""
+    if profile is None or profile in PACKAGED:
+        name = f"profiles/{profile or PACKAGED[0]}.json"
+        return Profile.from_dict(json.loads(resources.files("eqsat.cost").joinpath(name).read_text()), name)
     if isinstance(profile, Profile):
         return profile
     if isinstance(profile, dict):
