@@ -106,15 +106,24 @@ def summarize(rows: list[dict]) -> dict:
     kc_before = [r for r in ok if r["predicted_before"]["kernels"] == r["given"]["kernels"]]
     kc_after = [r for r in ok if r["predicted_after"]["kernels"] == r["optimized"]["kernels"]]
     time_err = [abs(r["predicted_before"]["time_us"] / r["given"]["us"] - 1) for r in ok]
+    steady_err = [abs(r["predicted_before"]["time_us"] / r["given"]["steady_us"] - 1) for r in ok
+                  if "steady_us" in r["given"]]
     return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
             "changed": len(changed), "slower_than_given_by_3pct": slower,
             "slower_than_given_by_3pct_steady_state": slower_steady,
             "mismatches": [r["name"] for r in ok if r.get("mismatch")],
             "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
             "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
-            "time_rel_error_given": {"median": round(statistics.median(time_err), 3) if time_err else None,
-                                     "p90": round(sorted(time_err)[int(0.9 * (len(time_err) - 1))], 3)
-                                     if time_err else None}}
+            "time_rel_error_given": _quantiles(time_err),
+            "time_rel_error_given_steady_state": _quantiles(steady_err)}
+
+
+def _quantiles(errors: list[float]) -> dict:
+    """The median and 90th percentile of relative errors (None where there are none)."""
+    if not errors:
+        return {"median": None, "p90": None}
+    ordered = sorted(errors)
+    return {"median": round(statistics.median(ordered), 3), "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3)}
 
 
 def table(rows: list[dict]) -> str:
