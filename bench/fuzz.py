@@ -1,12 +1,12 @@
-"""Fuzz the optimizer: random fusions (eqsat.random_fusion), each optimized for large shapes
+"""Fuzz the optimizer: random fusions (eqsat.testing.random_fusion), each optimized for large shapes
 and run on small inputs through the torch executor against the original.
 
     python bench/fuzz.py [--examples 2000] [--seed 0] [--no-reassociate] [--min-gain 0] [--special]
 
 ``--special`` draws special values into the inputs and scalar constants (NaN, +-inf, +-0.0,
-each dtype's largest and smallest values: eqsat.random_fusion.special_inputs); the judge
-(eqsat.fuzz.output_problem) then wants NaN and inf in the same places wherever no rule inexact
-on them shaped the result (eqsat.fuzz.exact_on_special_values; always with --no-reassociate),
+each dtype's largest and smallest values: eqsat.testing.random_fusion.special_inputs); the judge
+(eqsat.testing.fuzz.output_problem) then wants NaN and inf in the same places wherever no rule inexact
+on them shaped the result (eqsat.testing.fuzz.exact_on_special_values; always with --no-reassociate),
 else compares the places finite in both.
 
 Prints counts (examples, rewritten, failures by kind, generator errors) and the first failing

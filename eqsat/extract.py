@@ -2,7 +2,7 @@
 candidate is lowest; never worse than the input.
 
 The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
-``freeze()``; :mod:`eqsat.egglog_text`, this and ``eqsat.saturate._changes`` are the places
+``freeze()``; :mod:`eqsat.egraph.egglog_text`, this and ``eqsat.egraph.saturate._changes`` are the places
 that touch egglog's internals). A fast additive estimate picks a first candidate; a local
 search then switches one class's choice at a time, scoring each whole candidate with
 :class:`~eqsat.cost.CostModel`, until nothing improves or the time budget is spent. The

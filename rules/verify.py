@@ -2,7 +2,7 @@
 values, evaluated through the torch executor's ops, and compared.
 
 Each value carries its dtype code, computed as the e-graph's dtype analysis does
-(:mod:`eqsat.dtype_codes`: bf16/fp16 arithmetic gives Float, sums keep a float dtype...), and
+(:mod:`eqsat.egraph.dtype_codes`: bf16/fp16 arithmetic gives Float, sums keep a float dtype...), and
 is rounded to that dtype after every op: a rule whose sides differ in dtype fails, and one
 that moves a rounding (a half-type sum where fp32 was accumulated) fails on its error.
 Floating values are held in float64 (rounded to their dtype); integer values (Int32, Int64)

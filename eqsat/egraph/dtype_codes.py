@@ -1,4 +1,4 @@
-"""The dtype rules on dtype codes (:mod:`eqsat.terms`), as nvFuser applies them: what the
+"""The dtype rules on dtype codes (:mod:`eqsat.egraph.terms`), as nvFuser applies them: what the
 e-graph's dtype analysis tables hold and what the rule verifier computes with."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fusion IR -> terms (:mod:`eqsat.terms`): what the e-graph is built from.
+"""Fusion IR -> terms (:mod:`eqsat.egraph.terms`): what the e-graph is built from.
 
 Modelled ops become term nodes; broadcasts, squeezes and permutes that keep a value's labels
 vanish (the value *is* its input, as a named-axis tensor); every other node is a *boundary*:

@@ -3,7 +3,7 @@ analyses, and the dtype tables they read.
 
 Constructors are made from the table of terms, :data:`eqsat.egraph.terms.TERMS`, under
 its names. Analyses are egglog functions filled by the
-rules of :mod:`eqsat.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
+rules of :mod:`eqsat.egraph.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
 ``dtype`` (a dtype code), and the relations ``floating``, ``nonneg`` and ``no_negative_zero``.
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ widens = relation("widens", i64, i64, egg_fn="widens")     # cast narrow -> wide
 
 def dtype_tables(codes: set[int]) -> str:
     """The dtype tables (promote, floatify, ...) for the codes that occur and those they lead
-    to, as egglog commands (the functions are in :mod:`eqsat.dtype_codes`)."""
+    to, as egglog commands (the functions are in :mod:`eqsat.egraph.dtype_codes`)."""
     codes = {c for c in codes if c in WEAK or has_torch(c)}
     codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(WEAK)
     codes |= {compute_code(c) for c in codes}

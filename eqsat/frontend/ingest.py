@@ -1,7 +1,7 @@
 """Ingestion: a fusion from a function of ``fd``, a printed nvFuser repro (text or file), or a
 live ``nvfuser`` / ``nvfuser_direct`` FusionDefinition.
 
-Repro files are read, not run: :mod:`eqsat.reader` evaluates their definition's ``fd`` calls
+Repro files are read, not run: :mod:`eqsat.frontend.reader` evaluates their definition's ``fd`` calls
 (against eqsat's recorder) and their ``inputs`` expressions, and refuses anything else with its
 line, so no code of the file runs, nvFuser need not be installed and ``fd.execute`` is never
 called. ``trust=True`` runs a file as Python instead, for repros beyond that language.
@@ -132,7 +132,7 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
                 inputs: bool = True, device: str | None = None, trust: bool = False) -> Repro:
     """Ingest the text of a repro file (or just its definition function).
 
-    The file is read, not run (:mod:`eqsat.reader`): its definition's ``fd`` calls and its
+    The file is read, not run (:mod:`eqsat.frontend.reader`): its definition's ``fd`` calls and its
     ``inputs`` expressions are evaluated in the small language repros are written in, and
     anything outside it is refused with its line. ``trust=True`` runs the file as Python
     instead (its top-level statements but those about running the fusion, then the

@@ -8,7 +8,7 @@
     fd.execute([x])    # runs it through the torch executor (the reference)
 
 Every call is checked as it is made (types, ranks, extents, through
-:class:`eqsat.axes.AxisInference`); a bad one raises :class:`~eqsat.errors.FusionError`
+:class:`eqsat.ir.axes.AxisInference`); a bad one raises :class:`~eqsat.errors.FusionError`
 naming the definition line and the op, and the definition is then unusable: nothing is
 half-built.
 """

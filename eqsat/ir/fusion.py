@@ -8,7 +8,7 @@ ids are numbered in definition order, so two definitions that make the same call
 whatever their variable names or source lines.
 
 Types (dtype, positional dims, axis labels and extents) are derived from the nodes by
-:mod:`eqsat.axes` and cached on the fusion (``fusion.types``).
+:mod:`eqsat.ir.axes` and cached on the fusion (``fusion.types``).
 """
 from __future__ import annotations
 

@@ -351,7 +351,7 @@ class TorchOps:
                              else torch.int64) * step + start).to(dtype)
 
     def _cat_random(self, name, arg1, arg2, shape, rng_seed, rng_offset, dtype):
-        """With ``rng_seed`` and ``rng_offset``: nvFuser's own numbers (:mod:`eqsat.philox`).
+        """With ``rng_seed`` and ``rng_offset``: nvFuser's own numbers (:mod:`eqsat.reference.philox`).
         Without, nvFuser draws from the CUDA generator's state, which no other run
         reproduces: values from ``self.generator`` (seeded runs agree with each other)."""
         dtype = dt.to_torch(dt.coerce(dtype))

@@ -58,7 +58,7 @@ def exact_on_special_values(report) -> bool:
 
 def output_problem(case: RandomCase, got, want, i: int, summands=None, exact: bool = True) -> str | None:
     """Why output ``i`` of the optimized fusion (``got``) is not the original's (``want``), or
-    None. Within the dtype and reduction-size tolerance (:func:`eqsat.compare.reduction_rtol`)
+    None. Within the dtype and reduction-size tolerance (:func:`eqsat.reference.compare.reduction_rtol`)
     of the largest value, plus that tolerance times each element's ``summands`` (the
     magnitude of what its sums add up, :func:`summand_magnitudes`: an output that cancels to
     0 still differs by the rounding of its terms); NaN and inf in the same places where the
