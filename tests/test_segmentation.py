@@ -1,7 +1,8 @@
 """The cost model's segmentation: how many kernels nvFuser (0.2.35) makes of a fusion, rule by
 rule, as estimate_fusion predicts it. Each fusion is written here; the counts are the ones
-nvFuser's segmenter gives such fusions (its scheduler rules, cited in eqsat/cost.py), and the
-corpus benchmark checks the model against nvFuser's real counts."""
+nvFuser's segmenter gives such fusions (its scheduler rules, a method each in
+eqsat/cost/segmenter.py), and the corpus benchmark checks the model against nvFuser's real
+counts."""
 import pytest
 import torch
 

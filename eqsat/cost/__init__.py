@@ -1,2 +1,3 @@
-"""The cost model: how nvFuser segments a candidate into kernels (``model``, with the
-``kernel_graph`` it merges groups in) and what each kernel costs on a GPU (``profile``)."""
+"""The cost model: which kernels nvFuser makes of a candidate (``segmenter``, one method per
+scheduler rule, merging groups in the ``kernel_graph``; graph ``walks``), and what each costs
+on a GPU, host included (``model``, with the constants of a ``profile``)."""

@@ -3,12 +3,13 @@
 It scores a whole candidate (a DAG of term nodes with labels and dtypes), because kernel
 count and bytes are not additive over nodes:
 
-1. **Segmentation.** Pointwise ops fuse with each other. A reduction joins a kernel only with
-   reductions of the same key (the same reduced labels over the same iteration space: the
-   normalization pattern, nvFuser's persistent schedulers) or, once, with reductions over
-   the same space along the other, disjoint labels (nvFuser's inner-outer persistent kernel:
-   a norm backward's row and column sums), and with the pointwise ops whose iteration space
-   lies within it or has its size (a reshape of it): prologue, epilogue, broadcast back.
+1. **Segmentation** (``eqsat.cost.segmenter``: a method per rule below). Pointwise ops fuse
+   with each other. A reduction joins a kernel only with reductions of the same key (the same
+   reduced labels over the same iteration space: the normalization pattern, nvFuser's
+   persistent schedulers) or, once, with reductions over the same space along the other,
+   disjoint labels (nvFuser's inner-outer persistent kernel: a norm backward's row and column
+   sums), and with the pointwise ops whose iteration space lies within it or has its size (a
+   reshape of it): prologue, epilogue, broadcast back.
    Groups are merged greedily along edges while they stay compatible and the kernel graph
    stays acyclic. Ops eqsat keeps verbatim (reshape, slice, pad, cat, index_select, full,
    random...) count as pointwise ops on their inputs; matmul/linear, welford, segment_set and
@@ -44,22 +45,14 @@ from dataclasses import dataclass, field
 from eqsat.egraph.terms import DTYPES, REDUCTIONS, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
-from .kernel_graph import KernelGraph
 from .profile import Profile
-from .walks import depends_on, downstream, feeding, live_sinks, topological
+from .segmenter import BARRIERS, RESIZES, Segment, Segmenter
+from .walks import live_sinks, topological
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
 FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
-# kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
-BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
-# kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
-# kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
-RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
-# kept ops that index a tensor: their indexed input must be a kernel input (no scheduler of
-# nvFuser 0.2.35 takes them on a value computed in the same kernel)
-INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"})
 
 
 @dataclass(frozen=True)
@@ -179,29 +172,17 @@ class CostModel:
             return 0
         return self.numel(node.labels) * ITEMSIZE.get(DTYPES[node.dtype], 4)
 
-    def reduction_kind(self, ks) -> str | None:
-        """What the reductions of one kernel with keys ``ks`` (space, reduced labels) make:
-        "same" (one key; or keys over different spaces of equal extents, horizontally fused),
-        "inner_outer" (two keys over one space along disjoint labels), or None (they cannot
-        share a kernel)."""
-        if len(ks) == 1:
-            return "same"
-        spaces = {s for s, _ in ks}
-        if len(spaces) == 1:
-            if len(ks) == 2:
-                (_, r1), (_, r2) = ks
-                if not r1 & r2:
-                    return "inner_outer"
-            return None
-        if len({(self.numel(s), self.numel(r)) for s, r in ks}) == 1:
-            return "same"
-        return None
-
     def space(self, nodes, nid: int) -> int:
+        """Labels of node ``nid``'s iteration space: a reduction iterates over its input's."""
         node = nodes[nid]
         if node.op in REDUCTIONS:
             return nodes[node.kids[0]].labels
         return node.labels
+
+    def check_deadline(self) -> None:
+        """Raise :class:`EstimateCut` once ``until`` has passed."""
+        if self.until is not None and time.perf_counter() > self.until:
+            raise EstimateCut("the deadline passed during an estimate")
 
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
                  outputs: set[int] | None = None, inner: dict[int, int] | None = None) -> Estimate:
@@ -209,241 +190,56 @@ class CostModel:
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
         id, if not the model's own (which are by e-class)."""
         inner = self.inner if inner is None else inner
-        order = None
-        barriers = {}
         outputs = self.outputs if outputs is None else outputs
-        if self.links or links:
-            try:
-                linked, barriers = self.linked(nodes, links)
-                # what the outputs need: kept ops' inputs are roots of the e-graph, but a kept op
-                # no output needs (dead code) costs nothing
-                sinks = live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
-                order, nodes = topological(linked, sorted(sinks)), linked
-            except ValueError:          # a kept op's input made equal to its output: unlinked
-                pass
-        if order is None:
-            order = topological(nodes, roots)
-            sinks = set(roots)
-        # ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
-        # them in each kernel that uses them, like a scalar
-        factories = {n for n in order if nodes[n].op.startswith("Kept:")
-                     and all(nodes[k].is_scalar for k in nodes[n].kids)}
-        compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in factories]
-        consumers: dict[int, list[int]] = {}
-        for n in order:
-            for k in nodes[n].kids:
-                consumers.setdefault(k, []).append(n)
-        in_compute = set(compute)
-        edges = [(n, c) for n in compute for c in consumers.get(n, ()) if c in in_compute]
-        # a barrier op (matmul, ...) runs between the kernel that makes its inputs and those that
-        # read its output: a node of the kernel graph that never merges
-        walls = [n for n in order if n in barriers and n in consumers]
-        through = [(k, w) for w in walls for k in barriers[w] if k in in_compute] + \
-                  [(w, c) for w in walls for c in consumers[w] if c in in_compute]
-        graph = KernelGraph([n for n in order if n in in_compute or n in barriers], edges + through)
-        find = graph.find
-
-        keys = {n: set() for n in compute}          # group -> reduction keys
-        spaces = {n: self.space(nodes, n) for n in compute}
-        for n in compute:
-            # a reduction over labels of extent 1 only (a broadcast dim: keepdim, [N, 1]
-            # inputs) is a squeeze to nvFuser, no reduction: it joins any kernel
-            if nodes[n].op in REDUCTIONS and self.numel(nodes[n].attrs[0] & spaces[n]) > 1:
-                keys[n].add((spaces[n], nodes[n].attrs[0]))
-        members = {n: [n] for n in compute}
-        group_spaces = {n: {spaces[n]} for n in compute}     # the distinct iteration spaces
-        # what a node's iteration covers: its space, and for a kept op the labels of its inputs
-        # too (nvFuser maps a reshaped or resized axis back to the one it came from)
-        covers = {n: spaces[n] | (_kid_labels(nodes, n) if nodes[n].op.startswith("Kept:") else 0)
-                  for n in compute}
-        group_covers = {n: {covers[n]} for n in compute}
-        resizing = {n: [n] if nodes[n].op in RESIZES or nodes[n].op in INDEXING else [] for n in compute}
-        reshaping = {n: [n] if nodes[n].op == "Kept:reshape" else [] for n in compute}
-        position = {n: i for i, n in enumerate(order)}
-
-        def written(m, a, b):
-            return m in sinks or any(c in in_compute and find(c) not in (a, b) for c in consumers.get(m, ()))
-
-        def resize_ok(a, b):
-            """nvFuser takes a resize or indexing op on a value computed in the same kernel only
-            in its resize scheduler: no reductions, no indexing, and every output past each
-            resize (no resize between the reference tensor and an output)."""
-            outs = None
-            for m in resizing[a] + resizing[b]:
-                kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
-                if not any(k in in_compute and find(k) in (a, b) for k in kids):
-                    continue
-                if nodes[m].op in INDEXING or keys[a] or keys[b] or _resizes_broadcast(nodes, m):
-                    return False
-                if outs is None:
-                    outs = {w for w in members[a] + members[b] if written(w, a, b)}
-                if not outs <= downstream(m, consumers, lambda c: c in in_compute and find(c) in (a, b)):
-                    return False
-            return True
-
-        def covered(a, b):
-            """A kernel without reductions needs one tensor whose iteration covers every value it
-            reads and writes (nvFuser's reference tensor); a reduction's covers its kernel."""
-            union = 0
-            for c in group_covers[a] | group_covers[b]:
-                union |= c
-            if any(c == union for c in group_covers[a] | group_covers[b]):
-                return True
-            ms = sorted(members[a] + members[b], key=position.__getitem__)
-            inside, cover = set(ms), {}
-            for m in ms:
-                c = covers[m]
-                for k in nodes[m].kids:
-                    if k in inside:
-                        c |= cover[k]
-                cover[m] = c
-            return any(c == union for c in cover.values())
-
-        def compatible(a, b):
-            if not resize_ok(a, b):
-                return False
-            ks = keys[a] | keys[b]
-            if not ks:
-                return covered(a, b)
-            kind = self.reduction_kind(ks)
-            if kind is None:
-                return False
-            spaces_of = {s for s, _ in ks}
-            size = self.numel(next(iter(spaces_of)))
-            # a value reshaped into the iteration space (a norm's weight [C] made [1, G, C/G])
-            # is iterated over with it
-            for m in reshaping[a] + reshaping[b]:
-                for s in list(spaces_of):
-                    if nodes[m].labels & ~s == 0:
-                        spaces_of.add(s | _kid_labels(nodes, m))
-            # equal size through other labels: a reshape of the space (only a reshape makes one)
-            reshaped = bool(reshaping[a] or reshaping[b])
-            return all(any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.numel(sp) == size)
-                       for sp in group_spaces[a] | group_spaces[b])
-
-        # pointwise with pointwise first, then groups with reductions, along edges; then
-        # siblings (groups reading a common value: nvFuser segments one fusion, so independent
-        # parts stay in one kernel where they are compatible)
-        def merge_pairs(pairs, pointwise_only):
-            changed, passes = True, 0
-            while changed and passes < 2:      # in topological order one pass nearly always does
-                changed, passes = False, passes + 1
-                for i, (n, c) in enumerate(pairs):
-                    if self.until is not None and i % 256 == 0 and time.perf_counter() > self.until:
-                        raise EstimateCut("the deadline passed during an estimate")
-                    a, b = find(n), find(c)
-                    if a == b or (pointwise_only and (keys[a] or keys[b])):
-                        continue
-                    if compatible(a, b) and not graph.would_cycle(a, b):
-                        kept, gone = graph.merge(a, b)
-                        keys[kept] |= keys.pop(gone)
-                        members[kept] += members.pop(gone)
-                        group_spaces[kept] |= group_spaces.pop(gone)
-                        group_covers[kept] |= group_covers.pop(gone)
-                        resizing[kept] += resizing.pop(gone)
-                        reshaping[kept] += reshaping.pop(gone)
-                        changed = True
-
-        merge_pairs(edges, True)
-        merge_pairs(edges, False)
-        siblings = []
-        for v, users in consumers.items():
-            if v in factories:
-                continue
-            users = [u for u in users if u in in_compute]
-            siblings += [(users[0], u) for u in users[1:]]
-        merge_pairs(siblings, False)
-        inputs = sum(nodes[n].op == "Leaf" for n in order)
-        n_outputs = len(outputs) if outputs is not None else len(roots)
-        return self._kernels(nodes, compute, find, keys, members, consumers, sinks, factories, inner,
-                             inputs, n_outputs)
-
-    def _kernels(self, nodes, compute, find, keys, members, consumers, sinks, factories, inner,
-                 inputs: int, outputs: int) -> Estimate:
-        """The kernels of the groups, and the host cost of the whole (``inputs``: the fusion's
-        inputs the candidate reads; ``outputs``: its outputs)."""
+        nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
+        segmenter = Segmenter(self, nodes, order, sinks, barriers, inner)
+        segmenter.merge()
         est = Estimate()
-        group_of = {n: find(n) for n in compute}
-        for g, ms in members.items():
-            ms_set = set(ms)
-            kind, inner_outer = "pointwise", False
-            if keys[g]:
-                space = next(iter(keys[g]))[0]
-                reduced = {m for m in ms if nodes[m].op in REDUCTIONS}
-                back = any(nodes[m].op not in REDUCTIONS and self.numel(self.space(nodes, m)) == self.numel(space)
-                           and depends_on(nodes, m, reduced, ms_set) for m in ms)
-                kind = "normalization" if back else "reduction"
-                inner_outer = self.reduction_kind(keys[g]) == "inner_outer"
-            if all(self._is_view(nodes, m) for m in ms):
-                continue            # views of its inputs only: nvFuser aliases, no kernel
-            if kind == "reduction" and not inner_outer:
-                split = self._epilogue_split(nodes, ms, keys[g], inner)
-                if split:
-                    head, tail = split
-                    part_of = {**group_of, **{m: ("epilogue", g) for m in tail}}
-                    est.kernels.append(self._kernel("reduction", nodes, head, part_of, g, consumers, sinks,
-                                                    factories))
-                    est.kernels.append(self._kernel("pointwise", nodes, tail, part_of, ("epilogue", g), consumers,
-                                                    sinks, factories))
-                    continue
-            if inner_outer:
-                # the outer reduction is taken to be the one over the lower labels (leading dims)
-                outer_labels = min(r for _, r in keys[g])
-                outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
-            if inner_outer and not back:
-                # reductions along two sets of labels with nothing broadcast back: no persistent
-                # buffer, so nvFuser runs them as two reduction kernels over the same input
-                first = [m for m in ms if m not in set(outer)]
-                fed = feeding(nodes, outer, ms_set) - factories
-                est.kernels.append(self._kernel("reduction", nodes, first, group_of, g, consumers, sinks, factories))
-                est.kernels.append(self._kernel("reduction", nodes, outer, group_of, g, consumers, sinks, factories, fed))
-                continue
-            k = self._kernel(kind, nodes, ms, group_of, g, consumers, sinks, factories)
-            if inner_outer:
-                # inner-outer: the outer reduction goes through per-block partial results
-                # (written and read back, about one row of them per SM) and a second launch
-                consts = self.profile.kinds[kind]
-                partial = 2 * PARTIAL_ROWS * sum(self.nbytes(nodes[m]) for m in outer)
-                k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
-            est.kernels.append(k)
-        for _ in range(self.aliased):
-            # an output written into an input: nvFuser copies it in a segment of its own
-            est.kernels.append(Kernel("pointwise", ["alias-copy"], 0, 0, 0.0,
-                                      self.profile.kinds["pointwise"].launch_us))
+        for segment in segmenter.segments():
+            est.kernels.append(self._price(segment, segmenter))
+        est.kernels += self._alias_copies()
         est.kernels.sort(key=lambda k: -k.time_us)
+        compute = segmenter.compute
         if compute or self.aliased:
             est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels), inputs=inputs, outputs=outputs,
+                segments=len(est.kernels), inputs=sum(nodes[n].op == "Leaf" for n in order),
+                outputs=len(outputs) if outputs is not None else len(roots),
                 ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute))
         return est
 
-    def _is_view(self, nodes, m) -> bool:
-        """A reshape, a slice, or a reduction over extent-1 labels (a squeeze)."""
-        op = nodes[m].op
-        if op in ("Kept:reshape", "Kept:slice"):
-            return True
-        return op in REDUCTIONS and self.numel(nodes[m].attrs[0]) <= 1
+    def _reading(self, nodes, roots, links, outputs) -> tuple[dict, list[int], set[int], dict]:
+        """The candidate as the segmenter reads it: its nodes (kept ops linked to their inputs
+        where the model knows them), their topological order, the sinks (what kernels must
+        write) and the barrier ops (output -> inputs)."""
+        barriers = {}
+        if self.links or links:
+            linked, barriers = self.linked(nodes, links)
+            try:
+                # what the outputs need: kept ops' inputs are roots of the e-graph, but a kept op
+                # no output needs (dead code) costs nothing
+                sinks = live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
+                return linked, topological(linked, sorted(sinks)), sinks, barriers
+            except ValueError:          # a kept op's input made equal to its output: unlinked
+                pass                    # (the barriers stay: their leaves are still read)
+        return nodes, topological(nodes, roots), set(roots), barriers
 
-    def _epilogue_split(self, nodes, ms, keys, inner) -> tuple[list, list] | None:
-        """nvFuser's reduction scheduler, reducing the innermost axis, fuses no op after the
-        reduction that reads a tensor the reductions do not: (reduction kernel, epilogue) then."""
-        space, reduced_labels = next(iter(keys))
-        reductions = [m for m in ms if nodes[m].op in REDUCTIONS]
-        innermost = inner.get(nodes[reductions[0]].kids[0]) if reductions else None
-        if innermost is None or not (1 << innermost) & reduced_labels:
-            return None                     # an outer reduction (or a layout not known)
-        ms_set = set(ms)
-        head = set(reductions)
-        stack = list(reductions)
-        while stack:                        # the reductions and what they read in the group
-            for k in nodes[stack.pop()].kids:
-                if k in ms_set and k not in head:
-                    head.add(k)
-                    stack.append(k)
-        tail = [m for m in ms if m not in head]
-        if not tail or not feeding(nodes, tail, ms_set) - head - feeding(nodes, reductions, ms_set):
-            return None
-        return [m for m in ms if m in head], tail
+    def _price(self, segment: Segment, segmenter: Segmenter) -> Kernel:
+        """The kernel of ``segment``; an inner-outer kernel's outer reduction goes through
+        per-block partial results (written and read back, about one row of them per SM) and a
+        second launch."""
+        k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
+                         segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads)
+        if segment.partials:
+            consts = self.profile.kinds[segment.kind]
+            partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
+            k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
+        return k
+
+    def _alias_copies(self) -> list[Kernel]:
+        """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a
+        segment of its own."""
+        return [Kernel("pointwise", ["alias-copy"], 0, 0, 0.0, self.profile.kinds["pointwise"].launch_us)
+                for _ in range(self.aliased)]
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:
         """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
@@ -468,20 +264,3 @@ class CostModel:
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                    flops / (consts.gflops * 1e3))
         return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t)
-
-
-def _resizes_broadcast(nodes, m) -> bool:
-    """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which
-    nvFuser's resize scheduler does not take."""
-    if nodes[m].op not in ("Kept:pad", "Kept:cat"):
-        return False
-    want = bin(nodes[m].labels).count("1")
-    return any(bin(nodes[k].labels).count("1") < want for k in nodes[m].kids if not nodes[k].is_scalar)
-
-
-def _kid_labels(nodes, n) -> int:
-    mask = 0
-    for k in nodes[n].kids:
-        if not nodes[k].is_scalar:
-            mask |= nodes[k].labels
-    return mask

@@ -15,6 +15,26 @@ def downstream(start, consumers, inside) -> set[int]:
     return seen
 
 
+def consumers_of(nodes, order) -> dict[int, list[int]]:
+    """Node -> the nodes of ``order`` that read it, in that order."""
+    consumers: dict[int, list[int]] = {}
+    for n in order:
+        for k in nodes[n].kids:
+            consumers.setdefault(k, []).append(n)
+    return consumers
+
+
+def upstream_within(nodes, starts, within) -> set[int]:
+    """``starts`` and the members of ``within`` they read, directly or through one another."""
+    seen, stack = set(starts), list(starts)
+    while stack:
+        for k in nodes[stack.pop()].kids:
+            if k in within and k not in seen:
+                seen.add(k)
+                stack.append(k)
+    return seen
+
+
 def live_sinks(nodes, barriers, outputs) -> set[int]:
     """The outputs, and the inputs of the barrier ops (matmul, ...) that they need."""
     sinks, stack, seen = set(outputs), list(outputs), set()
@@ -49,6 +69,7 @@ def feeding(nodes, targets, within) -> set[int]:
 
 
 def depends_on(nodes, m, targets, within) -> bool:
+    """Whether ``m`` reads one of ``targets``, directly or through members of ``within``."""
     stack, seen = list(nodes[m].kids), set()
     while stack:
         x = stack.pop()
@@ -62,6 +83,7 @@ def depends_on(nodes, m, targets, within) -> bool:
 
 
 def topological(nodes, roots) -> list[int]:
+    """The nodes ``roots`` reach, each after its kids (a ValueError on a cycle)."""
     order, state = [], {}
     for r in roots:
         stack = [(r, False)]

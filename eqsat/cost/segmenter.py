@@ -1,0 +1,374 @@
+"""The cost model's segmenter: which kernels nvFuser (0.2.35) makes of a candidate.
+
+Each compute node starts as a :class:`Group` of its own (a kernel in the making). Groups merge
+greedily along edges, pointwise with pointwise first, then with reductions, then siblings (groups
+that read a common value: nvFuser segments one fusion, so independent parts stay in one kernel
+where they can), as long as every scheduler rule allows the merged group and the graph of
+groups stays acyclic (:class:`~eqsat.cost.kernel_graph.KernelGraph`). Each group then becomes
+zero, one or two :class:`Segment` s, which the cost model prices.
+
+One method per rule of nvFuser's schedulers (the module docstring of ``eqsat.cost.model``
+lists them):
+
+- merging: :meth:`Segmenter.reference_tensor` (a kernel without reductions),
+  :meth:`Segmenter.reduction_scheduler` (reductions with their prologue and epilogue),
+  :meth:`Segmenter.reductions_share` (which reductions share a kernel, inner-outer among them),
+  :meth:`Segmenter.resize_scheduler` and :meth:`Segmenter.needs_kernel_input` (slice, pad,
+  cat and indexing ops);
+- kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
+  :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`;
+- :meth:`Segmenter.recomputed_factories` (factory ops belong to no group).
+
+Aliased outputs (copied in a segment of their own) are the cost model's, which knows them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eqsat.egraph.terms import REDUCTIONS
+
+from .kernel_graph import KernelGraph
+from .walks import consumers_of, depends_on, downstream, feeding, upstream_within
+
+# kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
+BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
+# kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
+# kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
+RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
+# kept ops that index a tensor: their indexed input must be a kernel input (no scheduler of
+# nvFuser 0.2.35 takes them on a value computed in the same kernel)
+INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"})
+DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
+
+
+@dataclass
+class Group:
+    """A kernel in the making: its members (node ids, in merge order) and what the scheduler
+    rules ask of them, kept up to date as groups merge."""
+
+    members: list[int]
+    keys: set = field(default_factory=set)          # its reductions: (iteration space, reduced labels)
+    spaces: set = field(default_factory=set)        # the distinct iteration spaces of its members
+    covers: set = field(default_factory=set)        # what each member's iteration covers
+    resizing: list = field(default_factory=list)    # its resize and indexing members
+    reshaping: list = field(default_factory=list)   # its reshape members
+
+    def absorb(self, other: Group) -> None:
+        """Take ``other``'s members in (the two groups merged into this one)."""
+        self.keys |= other.keys
+        self.members += other.members
+        self.spaces |= other.spaces
+        self.covers |= other.covers
+        self.resizing += other.resizing
+        self.reshaping += other.reshaping
+
+
+@dataclass
+class Segment:
+    """One kernel of a group, for the cost model to price: its ``kind`` (the constants it runs
+    with), its ``members``, and ``part_of``: the kernel id of every compute node, this one's
+    being ``kernel`` (what it reads from another kernel, or writes for another, is memory)."""
+
+    kind: str
+    members: list[int]
+    part_of: dict
+    kernel: object
+    extra_reads: set = field(default_factory=set)   # values outside it that it recomputes from
+    partials: list = field(default_factory=list)    # inner-outer: the outer reductions (partial results)
+
+
+class Segmenter:
+    """Merges the compute nodes of a candidate into groups (:meth:`merge`), then reads each
+    group as nvFuser's kernels (:meth:`segments`). ``model`` is the cost model (its ``numel``,
+    ``space`` and deadline); ``order``: the nodes in topological order; ``sinks``: what the
+    kernels must write (outputs, barriers' inputs); ``barriers``: a barrier op's output -> its
+    inputs; ``inner``: node -> the label of its innermost dim."""
+
+    def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict):
+        self.model, self.nodes, self.sinks, self.inner = model, nodes, sinks, inner
+        self.factories = self.recomputed_factories(order)
+        self.compute = [n for n in order
+                        if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in self.factories]
+        self.consumers = consumers_of(nodes, order)
+        self.in_compute = set(self.compute)
+        self.edges = [(n, c) for n in self.compute for c in self.consumers.get(n, ()) if c in self.in_compute]
+        self.graph = self._kernel_graph(order, barriers)
+        self.position = {n: i for i, n in enumerate(order)}
+        self.cover = {n: self._cover(n) for n in self.compute}
+        self.groups = {n: self._group(n) for n in self.compute}
+
+    def _kernel_graph(self, order, barriers) -> KernelGraph:
+        """The groups and the edges between them. A barrier op (matmul, ...) runs between the
+        kernel that makes its inputs and those that read its output: a node that never merges."""
+        consumers, in_compute = self.consumers, self.in_compute
+        walls = [n for n in order if n in barriers and n in consumers]
+        through = [(k, w) for w in walls for k in barriers[w] if k in in_compute] + \
+                  [(w, c) for w in walls for c in consumers[w] if c in in_compute]
+        return KernelGraph([n for n in order if n in in_compute or n in barriers], self.edges + through)
+
+    def _cover(self, n) -> int:
+        """What node ``n``'s iteration covers: its space, and for a kept op the labels of its
+        inputs too (nvFuser maps a reshaped or resized axis back to the one it came from)."""
+        space = self.model.space(self.nodes, n)
+        return space | kid_labels(self.nodes, n) if self.nodes[n].op.startswith("Kept:") else space
+
+    def _group(self, n) -> Group:
+        """Node ``n`` as a group of its own."""
+        node = self.nodes[n]
+        space = self.model.space(self.nodes, n)
+        keys = set()
+        # a reduction over labels of extent 1 only (a broadcast dim: keepdim, [N, 1] inputs) is
+        # a squeeze to nvFuser, no reduction: it joins any kernel
+        if node.op in REDUCTIONS and self.model.numel(node.attrs[0] & space) > 1:
+            keys.add((space, node.attrs[0]))
+        return Group([n], keys, {space}, {self.cover[n]},
+                     [n] if node.op in RESIZES or node.op in INDEXING else [],
+                     [n] if node.op == "Kept:reshape" else [])
+
+    # -- merging -------------------------------------------------------------------------------
+
+    def merge(self) -> None:
+        """Pointwise groups with each other along edges, then groups with reductions along
+        edges, then siblings."""
+        self.merge_pairs(self.edges, pointwise_only=True)
+        self.merge_pairs(self.edges, pointwise_only=False)
+        self.merge_pairs(self.siblings(), pointwise_only=False)
+
+    def siblings(self) -> list[tuple[int, int]]:
+        """Pairs of compute nodes that read a common value (not a factory: recomputed anyway)."""
+        pairs = []
+        for v, users in self.consumers.items():
+            if v in self.factories:
+                continue
+            users = [u for u in users if u in self.in_compute]
+            pairs += [(users[0], u) for u in users[1:]]
+        return pairs
+
+    def merge_pairs(self, pairs, pointwise_only: bool) -> None:
+        """Merge the groups of each pair where the rules allow it and no cycle forms; a second
+        pass where the first merged anything (in topological order one pass nearly always does)."""
+        groups, graph, find = self.groups, self.graph, self.graph.find
+        until = self.model.until
+        changed, passes = True, 0
+        while changed and passes < 2:
+            changed, passes = False, passes + 1
+            for i, (n, c) in enumerate(pairs):
+                if until is not None and i % DEADLINE_EVERY == 0:
+                    self.model.check_deadline()
+                a, b = find(n), find(c)
+                if a == b or (pointwise_only and (groups[a].keys or groups[b].keys)):
+                    continue
+                if self.compatible(a, b) and not graph.would_cycle(a, b):
+                    kept, gone = graph.merge(a, b)
+                    groups[kept].absorb(groups.pop(gone))
+                    changed = True
+
+    def compatible(self, a, b) -> bool:
+        """Whether one scheduler of nvFuser takes groups ``a`` and ``b`` as one kernel."""
+        if not self.resize_scheduler(a, b):
+            return False
+        keys = self.groups[a].keys | self.groups[b].keys
+        if not keys:
+            return self.reference_tensor(a, b)
+        return self.reduction_scheduler(a, b, keys)
+
+    def reference_tensor(self, a, b) -> bool:
+        """A kernel without reductions needs one tensor whose iteration covers every value it
+        reads and writes (nvFuser's reference tensor; a reshaped or resized axis counts as the
+        one it came from)."""
+        ga, gb = self.groups[a], self.groups[b]
+        union = 0
+        for c in ga.covers | gb.covers:
+            union |= c
+        if any(c == union for c in ga.covers | gb.covers):
+            return True
+        # a member also covers what it computes from in the kernel
+        ms = sorted(ga.members + gb.members, key=self.position.__getitem__)
+        inside, cover = set(ms), {}
+        for m in ms:
+            c = self.cover[m]
+            for k in self.nodes[m].kids:
+                if k in inside:
+                    c |= cover[k]
+            cover[m] = c
+        return any(c == union for c in cover.values())
+
+    def reduction_scheduler(self, a, b, keys) -> bool:
+        """nvFuser's reduction and persistent schedulers: reductions that may share a kernel
+        (:meth:`reductions_share`) with the pointwise ops whose iteration space lies within
+        theirs or has its size through a reshape (prologue, epilogue, broadcast back)."""
+        if self.reductions_share(keys) is None:
+            return False
+        ga, gb = self.groups[a], self.groups[b]
+        spaces_of = {s for s, _ in keys}
+        size = self.model.numel(next(iter(spaces_of)))
+        # a value reshaped into the iteration space (a norm's weight [C] made [1, G, C/G]) is
+        # iterated over with it
+        for m in ga.reshaping + gb.reshaping:
+            for s in list(spaces_of):
+                if self.nodes[m].labels & ~s == 0:
+                    spaces_of.add(s | kid_labels(self.nodes, m))
+        # equal size through other labels: a reshape of the space (only a reshape makes one)
+        reshaped = bool(ga.reshaping or gb.reshaping)
+        return all(any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.model.numel(sp) == size)
+                   for sp in ga.spaces | gb.spaces)
+
+    def reductions_share(self, keys) -> str | None:
+        """What the reductions of one kernel with ``keys`` (space, reduced labels) make: "same"
+        (one key; or keys over different spaces of equal extents, horizontally fused),
+        "inner_outer" (two keys over one space along disjoint labels: nvFuser's inner-outer
+        persistent scheduler, a norm backward's row and column sums), or None (they cannot
+        share a kernel)."""
+        if len(keys) == 1:
+            return "same"
+        spaces = {s for s, _ in keys}
+        if len(spaces) == 1:
+            if len(keys) == 2:
+                (_, r1), (_, r2) = keys
+                if not r1 & r2:
+                    return "inner_outer"
+            return None
+        numel = self.model.numel
+        if len({(numel(s), numel(r)) for s, r in keys}) == 1:
+            return "same"
+        return None
+
+    def resize_scheduler(self, a, b) -> bool:
+        """nvFuser takes a resize (slice, pad, cat) on a value computed in the same kernel only
+        in its resize scheduler: no reductions, no op that needs a kernel input
+        (:meth:`needs_kernel_input`), and every output past each resize (no resize between the
+        reference tensor and an output). On a kernel input any scheduler takes it."""
+        ga, gb = self.groups[a], self.groups[b]
+        find, nodes = self.graph.find, self.nodes
+        in_kernel = (lambda c: c in self.in_compute and find(c) in (a, b))
+        outs = None
+        for m in ga.resizing + gb.resizing:
+            kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
+            if not any(in_kernel(k) for k in kids):
+                continue
+            if self.needs_kernel_input(m) or ga.keys or gb.keys:
+                return False
+            if outs is None:
+                outs = {w for w in ga.members + gb.members if self._written(w, a, b)}
+            if not outs <= downstream(m, self.consumers, in_kernel):
+                return False
+        return True
+
+    def needs_kernel_input(self, m) -> bool:
+        """An indexing op (index_select, gather, ...), or a pad or cat of a broadcast dim: no
+        scheduler of nvFuser 0.2.35 takes it on a value computed in the same kernel."""
+        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m)
+
+    def _written(self, m, a, b) -> bool:
+        """Whether the kernel of groups ``a`` and ``b`` writes member ``m`` (an output, a
+        barrier's input, or read by another kernel)."""
+        find = self.graph.find
+        return m in self.sinks or any(c in self.in_compute and find(c) not in (a, b)
+                                      for c in self.consumers.get(m, ()))
+
+    # -- kernels of the groups -------------------------------------------------------------------
+
+    def segments(self) -> list[Segment]:
+        """The kernels of the merged groups, group by group."""
+        part_of = {n: self.graph.find(n) for n in self.compute}
+        out = []
+        for g, group in self.groups.items():
+            out += self.kernels_of(g, group, part_of)
+        return out
+
+    def kernels_of(self, g, group: Group, part_of: dict) -> list[Segment]:
+        """Group ``g``'s kernels: none, one, or two where a rule splits it."""
+        ms = group.members
+        if self.views_alone(ms):
+            return []
+        if not group.keys:
+            return [Segment("pointwise", ms, part_of, g)]
+        back = self.broadcast_back(group)
+        if self.reductions_share(group.keys) == "inner_outer":
+            return self.inner_outer_persistent(g, group, part_of, back)
+        if not back:
+            split = self.innermost_reduction_epilogue(ms, group.keys)
+            if split:
+                head, tail = split
+                split_of = {**part_of, **{m: ("epilogue", g) for m in tail}}
+                return [Segment("reduction", head, split_of, g),
+                        Segment("pointwise", tail, split_of, ("epilogue", g))]
+        return [Segment("normalization" if back else "reduction", ms, part_of, g)]
+
+    def broadcast_back(self, group: Group) -> bool:
+        """Whether a pointwise member over the reductions' full space reads a reduction: a
+        normalization (persistent) kernel, not a plain reduction."""
+        nodes, numel = self.nodes, self.model.numel
+        space = next(iter(group.keys))[0]
+        ms_set = set(group.members)
+        reduced = {m for m in group.members if nodes[m].op in REDUCTIONS}
+        return any(nodes[m].op not in REDUCTIONS and numel(self.model.space(nodes, m)) == numel(space)
+                   and depends_on(nodes, m, reduced, ms_set) for m in group.members)
+
+    def views_alone(self, ms) -> bool:
+        """A kernel of views of its inputs only (reshape, slice, squeeze) is no kernel:
+        nvFuser aliases them."""
+        return all(self.is_view(m) for m in ms)
+
+    def is_view(self, m) -> bool:
+        """A reshape, a slice, or a reduction over extent-1 labels (a squeeze)."""
+        op = self.nodes[m].op
+        if op in ("Kept:reshape", "Kept:slice"):
+            return True
+        return op in REDUCTIONS and self.model.numel(self.nodes[m].attrs[0]) <= 1
+
+    def innermost_reduction_epilogue(self, ms, keys) -> tuple[list, list] | None:
+        """nvFuser's reduction scheduler, reducing the innermost axis, fuses no op after the
+        reduction that reads a tensor the reductions do not: (reduction kernel, epilogue) then."""
+        nodes = self.nodes
+        _, reduced_labels = next(iter(keys))
+        reductions = [m for m in ms if nodes[m].op in REDUCTIONS]
+        innermost = self.inner.get(nodes[reductions[0]].kids[0]) if reductions else None
+        if innermost is None or not (1 << innermost) & reduced_labels:
+            return None                     # an outer reduction (or a layout not known)
+        ms_set = set(ms)
+        head = upstream_within(nodes, reductions, ms_set)   # the reductions and what they read
+        tail = [m for m in ms if m not in head]
+        if not tail or not feeding(nodes, tail, ms_set) - head - feeding(nodes, reductions, ms_set):
+            return None
+        return [m for m in ms if m in head], tail
+
+    def inner_outer_persistent(self, g, group: Group, part_of: dict, back: bool) -> list[Segment]:
+        """Reductions along two disjoint label sets of one space: with something broadcast
+        back, nvFuser's inner-outer persistent kernel, whose outer reduction goes through
+        per-block partial results (the segment's ``partials``); with nothing broadcast back, no
+        persistent buffer, so two reduction kernels over the same input. The outer reduction
+        is taken to be the one over the lower labels (leading dims)."""
+        nodes, ms = self.nodes, group.members
+        outer_labels = min(r for _, r in group.keys)
+        outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
+        if back:
+            return [Segment("normalization", ms, part_of, g, partials=outer)]
+        first = [m for m in ms if m not in set(outer)]
+        fed = feeding(nodes, outer, set(ms)) - self.factories
+        return [Segment("reduction", first, part_of, g), Segment("reduction", outer, part_of, g, fed)]
+
+    def recomputed_factories(self, order) -> set[int]:
+        """Ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
+        them in each kernel that uses them, like a scalar, so they belong to no group."""
+        nodes = self.nodes
+        return {n for n in order
+                if nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)}
+
+
+def resizes_broadcast(nodes, m) -> bool:
+    """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which
+    nvFuser's resize scheduler does not take."""
+    if nodes[m].op not in ("Kept:pad", "Kept:cat"):
+        return False
+    want = bin(nodes[m].labels).count("1")
+    return any(bin(nodes[k].labels).count("1") < want for k in nodes[m].kids if not nodes[k].is_scalar)
+
+
+def kid_labels(nodes, n) -> int:
+    """The labels of node ``n``'s tensor inputs."""
+    mask = 0
+    for k in nodes[n].kids:
+        if not nodes[k].is_scalar:
+            mask |= nodes[k].labels
+    return mask
