@@ -4,6 +4,7 @@ import pathlib
 import pytest
 
 from eqsat.reference.index_inputs import in_range_inputs
+from eqsat.rules.rule import RULES, Term, rule
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -46,3 +47,16 @@ def indexable_inputs(repro):
     """The repro's inputs, with integer tensors zeroed where an index op would read out of
     range (eqsat.index_inputs)."""
     return in_range_inputs(repro.fusion, repro.inputs)
+
+
+@pytest.fixture
+def exploding_rule():
+    """Associativity of +: with commutativity it makes every bracketing of a sum, an e-graph
+    that grows exponentially with the number of terms (registered for one test)."""
+    @rule("algebra", reassociates=True)
+    def add_reassociates_for_test(k, a: Term, b: Term, c: Term):
+        """(a+b)+c = a+(b+c)."""
+        return k.Add(k.Add(a, b), c), k.Add(a, k.Add(b, c)), []
+
+    yield "add-reassociates-for-test"
+    del RULES["add-reassociates-for-test"]

@@ -7,13 +7,12 @@ import time
 
 import pytest
 import torch
+from helpers import long_sum
 
 import eqsat
-from eqsat import DataType
 from eqsat.cli import main
 from eqsat.egraph.saturate import Limits
 from eqsat.lowering.source import repro_source
-from eqsat.rules.rule import RULES, Term, rule
 from eqsat.testing.large_fusions import elementwise
 from eqsat.testing.seeds import SEEDS
 
@@ -73,28 +72,8 @@ def test_the_default_deadline_leaves_the_seeds_optimized_as_without_one():
         assert bounded.report.after.summary() == unbounded.report.after.summary()
 
 
-@pytest.fixture
-def exploding_rule():
-    """Associativity of +: with commutativity it makes every bracketing of a sum."""
-    @rule("algebra", reassociates=True)
-    def add_reassociates_for_deadline_test(k, a: Term, b: Term, c: Term):
-        """(a+b)+c = a+(b+c)."""
-        return k.Add(k.Add(a, b), c), k.Add(a, k.Add(b, c)), []
-
-    yield "add-reassociates-for-deadline-test"
-    del RULES["add-reassociates-for-deadline-test"]
-
-
-def _long_sum(fd):
-    xs = [fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float) for _ in range(3)]
-    acc = xs[0]
-    for i in range(40):
-        acc = fd.ops.add(acc, fd.ops.mul(xs[i % 3], xs[(i + 1) % 3]))
-    fd.add_output(fd.ops.sum(acc, dims=[1]))
-
-
 def test_the_deadline_cuts_saturation_before_generous_limits_do(exploding_rule):
-    fusion = _read(_long_sum)
+    fusion = _read(long_sum)
     limits = Limits(iterations=1000, nodes=10**8, seconds=600.0)
     opt, took = _timed_optimize(fusion, [torch.empty(64, 64, device="meta")] * 3, limits=limits,
                                 deadline_s=1.0)

@@ -1,13 +1,12 @@
 """Large fusions and rule sets that explode still give a valid result, inside the limits, and
 the report says where saturation stopped. (How long it takes is measured in bench/large.py.)"""
-import pytest
 import torch
+from helpers import long_sum
 
 import eqsat
 from eqsat import DataType
 from eqsat.egraph.saturate import Limits
 from eqsat.reference.compare import mismatch
-from eqsat.rules.rule import RULES, Term, rule
 
 
 def _agrees(opt, fusion, inputs):
@@ -71,43 +70,21 @@ def test_a_deep_term_is_lowered_without_recursion():
     assert _agrees(opt, fusion, [torch.randn(8, 16), torch.randn(8)])
 
 
-@pytest.fixture
-def exploding_rule():
-    """Associativity of +: with commutativity it makes every bracketing of a sum, an e-graph
-    that grows exponentially with the number of terms."""
-    @rule("algebra", reassociates=True)
-    def add_reassociates_for_test(k, a: Term, b: Term, c: Term):
-        """(a+b)+c = a+(b+c)."""
-        return k.Add(k.Add(a, b), c), k.Add(a, k.Add(b, c)), []
-
-    yield "add-reassociates-for-test"
-    del RULES["add-reassociates-for-test"]
-
-
-def _long_sum(fd):
-    xs = [fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-          for _ in range(3)]
-    acc = xs[0]
-    for i in range(40):
-        acc = fd.ops.add(acc, fd.ops.mul(xs[i % 3], xs[(i + 1) % 3]))
-    fd.add_output(fd.ops.sum(acc, dims=[1]))
-
-
 def test_an_exploding_rule_set_stops_near_the_node_limit_and_says_so(exploding_rule):
     inputs = [torch.randn(16, 16) for _ in range(3)]
     limits = Limits(nodes=5000)
-    opt = eqsat.optimize_fusion(_long_sum, inputs, limits=limits)
+    opt = eqsat.optimize_fusion(long_sum, inputs, limits=limits)
     r = opt.report
     assert r.rules_fired.get(exploding_rule, 0) > 0
     assert r.saturation.stop == "node limit"
     assert r.saturation.e_nodes < 2 * limits.nodes, "an iteration overshot the node limit twice over"
     assert any("node limit (5000 e-nodes)" in n for n in r.notes)
-    assert _agrees(opt, eqsat.ingest(_long_sum), inputs)
+    assert _agrees(opt, eqsat.ingest(long_sum), inputs)
 
 
 def test_a_time_limit_of_zero_still_gives_a_valid_result(exploding_rule):
     inputs = [torch.randn(16, 16) for _ in range(3)]
-    opt = eqsat.optimize_fusion(_long_sum, inputs, limits=Limits(seconds=0.0))
+    opt = eqsat.optimize_fusion(long_sum, inputs, limits=Limits(seconds=0.0))
     assert (opt.report.saturation.stop, opt.report.saturation.iterations) == ("time limit", 1)
     assert any("time limit (0 s)" in n for n in opt.report.notes)
-    assert _agrees(opt, eqsat.ingest(_long_sum), inputs)
+    assert _agrees(opt, eqsat.ingest(long_sum), inputs)

@@ -103,6 +103,7 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
         name, args, kwargs = node_call(call_node)
         values = ChainMap(scalars, env) if scalars else env
         args, kwargs = _resolve(tuple(args), values), {k: _resolve(v, values) for k, v in kwargs.items()}
+        label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
         try:
             if node.op == "define_vector" and style == "direct":
                 result = list(args[0])
@@ -112,20 +113,17 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
                 result = getattr(fd, name)(*args, **kwargs)
             else:
                 result = getattr(fd.ops, name)(*args, **kwargs)
+            results = list(result) if len(node.outputs) > 1 else [result]
+            if len(results) != len(node.outputs):
+                raise FusionError(f"gave {len(results)} results; the definition has {len(node.outputs)}")
+            if on_node is not None:
+                results = on_node(node, results)
         except Exception as err:  # placed at the node: its definition line and op
-            label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
             if not isinstance(err, FusionError):
                 raise FusionError(f"{type(err).__name__}: {err}", line=node.line, op=label) from err
             if err.line is None:
                 raise FusionError(err.message, line=node.line, op=err.op or label) from err
             raise
-        results = list(result) if len(node.outputs) > 1 else [result]
-        if on_node is not None:
-            results = on_node(node, results)
-        if len(results) != len(node.outputs):
-            label = f"fd.{name}" if name.startswith("define_") else f"fd.ops.{name}"
-            raise FusionError(f"gave {len(results)} results; the definition has {len(node.outputs)}",
-                              line=node.line, op=label)
         env.update(zip(node.outputs, results, strict=True))
         for vid in {r.id for r in node.refs()} | set(node.outputs):
             if last_use.get(vid, -1) <= i:        # dead from here on: free it (the torch

@@ -28,7 +28,7 @@ from eqsat.ir.opspec import OPS, UNARY_FLOAT, bind_call
 from eqsat.ir.replay import replay
 
 from . import philox
-from .inputs import check_tensor_input
+from .inputs import check_count, check_tensor_input
 
 
 def _row_major_copy(x: torch.Tensor) -> torch.Tensor:
@@ -484,9 +484,7 @@ def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int 
         if str(dev) != "meta":
             generator = torch.Generator(device=dev)
             generator.manual_seed(seed)
-    n_inputs = len(fusion.inputs)
-    if len(inputs) != n_inputs:
-        raise FusionError(f"the definition takes {n_inputs} inputs, got {len(inputs)}")
+    check_count(fusion, inputs)
     fd = TorchDefinition(inputs, device=device, generator=generator)
     on_node = TypeCheck(fusion) if strict else partial(_conform, fusion.types)
     replay(fusion, fd, on_node=on_node)     # errors name the node's line and op
@@ -521,19 +519,13 @@ class TypeCheck:
         self.extents = {label: n for label, n in self.types.extents.items() if n is not None}
 
     def __call__(self, node: Node, results: list) -> list:
-        if len(results) != len(node.outputs):
-            self._fail(node, f"gave {len(results)} results, the IR has {len(node.outputs)} outputs")
+        """(replay places the error at the node's line and op)"""
         for i, (vid, r) in enumerate(zip(node.outputs, results, strict=True)):
             problem = self._problem(self.types[vid], r)
             if problem:
                 which = f"result {i} (%{vid})" if len(node.outputs) > 1 else f"the result (%{vid})"
-                self._fail(node, f"{which}: {problem}")
+                raise FusionError(f"the torch executor disagrees with the IR: {which}: {problem}")
         return results
-
-    @staticmethod
-    def _fail(node: Node, message: str):
-        op = f"fd.{node.op}" if node.op.startswith("define_") else f"fd.ops.{node.op}"
-        raise FusionError(f"the torch executor disagrees with the IR: {message}", line=node.line, op=op)
 
     def _problem(self, t: Any, r: Any) -> str | None:
         if isinstance(t, TensorType) and t.known:
