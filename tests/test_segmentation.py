@@ -188,3 +188,87 @@ def test_a_group_norm_with_reshaped_weights_is_one_kernel():
     est = eqsat.estimate_fusion(fusion, [torch.empty(16, 64, 1024, device="meta"), torch.empty(64, device="meta")])
     assert len(est.kernels) == 1
     assert est.bytes == 2 * 16 * 64 * 1024 * 4 + 64 * 4       # x read, y written, w read: no extent guessed
+
+
+def test_a_layer_norm_by_welford_is_one_normalization_kernel():
+    """welford is a reduction to nvFuser's schedulers (Thunder's layer norms use it), no barrier."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        avg, var, _ = fd.ops.welford(x, dims=[1])
+        inv = fd.ops.rsqrt(fd.ops.add(fd.ops.div(var, fd.define_scalar(1024.0)), fd.define_scalar(1e-5)))
+        y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast(avg, [False, True])), fd.ops.broadcast(inv, [False, True]))
+        fd.add_output(y)
+        fd.add_output(avg)
+
+    est = eqsat.estimate_fusion(fusion, [torch.empty(4096, 1024, device="meta")])
+    assert [k.kind for k in est.kernels] == ["normalization"]
+
+
+@pytest.mark.parametrize("stride_order, want", [([3, 1, 2, 0], 0), ([3, 2, 1, 0], 1)])
+def test_a_stride_order_copies_only_where_the_layout_changes(stride_order, want):
+    """Thunder's head split: permute, stride_order [] (row-major), reshape. Where the input is
+    laid out so the permuted tensor is row-major already, nvFuser aliases it (no kernel);
+    otherwise the stride order is a copy."""
+    def fusion(fd):
+        x = fd.define_tensor(shape=[4, 16, 256, 64], contiguity=[True] * 4, dtype=F32, stride_order=stride_order)
+        y = fd.ops.stride_order(fd.ops.permute(x, dims=[0, 2, 1, 3]), stride_order=[])
+        fd.add_output(fd.ops.stride_order(fd.ops.reshape(y, new_shape=[4, 256, 1024]), stride_order=[]))
+
+    assert len(eqsat.estimate_fusion(fusion).kernels) == want
+
+
+def test_a_causal_mask_of_one_iota_is_two_kernels():
+    """One axis of the iota on both dims of the mask: nvFuser computes the iota's vectors in
+    one kernel and compares them in another (as in Thunder's attention masks)."""
+    def fusion(fd):
+        i = fd.ops.cast(fd.ops.add(fd.ops.iota(length=512, start=0, step=1), 0), dtype=DataType.Int)
+        rows = fd.ops.expand(fd.ops.broadcast(i, [False, True]), shape=[512, 512])
+        cols = fd.ops.expand(fd.ops.broadcast(i, [True, False]), shape=[512, 512])
+        fd.add_output(fd.ops.le(cols, rows))
+
+    assert len(eqsat.estimate_fusion(fusion).kernels) == 2
+
+
+def _rope_halves(fd, x, rows, n):
+    """cat(-x[:, n:], x[:, :n]) written with manual padding, as Thunder writes it."""
+    lo = fd.ops.slice(x, start_indices=[0, 0], end_indices=[rows, n], strides=[1, 1])
+    hi = fd.ops.slice(x, start_indices=[0, n], end_indices=[rows, 2 * n], strides=[1, 1])
+    zero = fd.define_scalar(0.0)
+    return fd.ops.cat([fd.ops.pad(fd.ops.neg(hi), [0, n, 0, 0], zero), fd.ops.pad(lo, [n, 0, 0, 0], zero)],
+                      dim=1, manual_padding=True)
+
+
+def test_a_cat_of_one_tensor_twice_is_a_repeat_not_a_resize():
+    """nvFuser turns cat([pad(t), pad(t)]) into broadcast, expand and reshape before it
+    segments: the table and its repeat share a kernel with an output before it."""
+    def fusion(fd):
+        t = fd.ops.cos(_tensor(fd, 2))
+        zero = fd.define_scalar(0.0)
+        fd.add_output(t)
+        fd.add_output(fd.ops.cat([fd.ops.pad(t, [0, 64, 0, 0], zero), fd.ops.pad(t, [64, 0, 0, 0], zero)],
+                                 dim=1, manual_padding=True))
+
+    assert kernels(fusion, (1024, 64)) == 1
+
+
+def test_a_rope_table_read_by_two_rotations_is_a_kernel_of_its_own():
+    """A small table (an output) broadcast into two rotations: each rotation is a resize
+    kernel, which cannot write the table (an output before its resizes), so the table is a
+    third kernel, as nvFuser segments Thunder's RoPE."""
+    def fusion(fd):
+        table = fd.ops.cos(_tensor(fd, 1))
+        fd.add_output(table)
+        wide = fd.ops.broadcast(table, [True, False])
+        for _ in range(2):
+            x = fd.define_tensor(shape=[4096, 128], contiguity=[True, True], dtype=F32)
+            fd.add_output(fd.ops.add(fd.ops.mul(x, wide), _rope_halves(fd, x, 4096, 64)))
+
+    assert kernels(fusion, (128,), (4096, 128), (4096, 128)) == 3
+
+
+def test_a_full_that_is_an_output_is_written_by_a_kernel():
+    def fusion(fd):
+        fd.add_output(fd.ops.exp(_tensor(fd, 2)))
+        fd.add_output(fd.ops.full(shape=[64, 64], fill_value=fd.define_scalar(1.0), dtype=F32))
+
+    assert kernels(fusion, (1024, 1024)) == 2

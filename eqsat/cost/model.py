@@ -11,9 +11,10 @@ count and bytes are not additive over nodes:
    sums), and with the pointwise ops whose iteration space lies within it or has its size (a
    reshape of it): prologue, epilogue, broadcast back.
    Groups are merged greedily along edges while they stay compatible and the kernel graph
-   stays acyclic. Ops eqsat keeps verbatim (reshape, slice, pad, cat, index_select, full,
-   random...) count as pointwise ops on their inputs; matmul/linear, welford, segment_set and
-   unknown ops are barriers (their outputs are read like inputs, and no kernel spans one).
+   stays acyclic (pointwise pairs over spaces of one size first). Ops eqsat keeps verbatim
+   (reshape, slice, pad, cat, index_select, full, random...) count as pointwise ops on their
+   inputs, welford as a reduction; matmul/linear, segment_set and unknown ops are barriers
+   (their outputs are read like inputs, and no kernel spans one).
    The rules of nvFuser's schedulers (0.2.35) that decide a merge:
    - a kernel without reductions needs one tensor whose iteration covers all it reads and
      writes (the reference tensor; a reshaped or resized axis counts as the one it came from);
@@ -23,8 +24,13 @@ count and bytes are not additive over nodes:
    - reductions along two label sets share a kernel only with something broadcast back
      (inner-outer persistent); an innermost-axis reduction kernel takes no epilogue that
      reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel;
-   - factory ops (full, iota, random) are recomputed in each kernel that uses them; an output
-     aliased to an input is copied in a segment of its own.
+   - an elementwise op that puts one axis of its inputs on two of its dims (a causal mask of
+     one iota) takes its inputs from another kernel; a cat of pads of one tensor is a repeat
+     (nvFuser makes it an expand), no resize; a stride order that keeps its input's layout,
+     like reshape and slice, is a view;
+   - factory ops (full, iota, random) are recomputed in each kernel that uses them (one that
+     is an output is written by a kernel); an output aliased to an input is copied in a
+     segment of its own.
 2. **Bytes** per kernel: the tensors it reads (inputs, and intermediates another kernel
    wrote) and writes (roots, and intermediates another kernel reads). **Arithmetic**: one op
    per element of each node's iteration space (special functions weigh more, casts nothing;
@@ -42,11 +48,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from eqsat.egraph.terms import DTYPES, REDUCTIONS, bits
+from eqsat.egraph.terms import DTYPES, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
 from .profile import Profile
-from .segmenter import BARRIERS, RESIZES, Segment, Segmenter
+from .segmenter import BARRIERS, REDUCING, RESIZES, Segment, Segmenter
 from .walks import live_sinks, topological
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
@@ -121,6 +127,15 @@ class Estimate:
         return "\n".join(lines)
 
 
+def _labels_of(nodes: dict, ids) -> int:
+    """The union of the labels of the tensors ``ids``."""
+    mask = 0
+    for k in ids:
+        if not nodes[k].is_scalar:
+            mask |= nodes[k].labels
+    return mask
+
+
 def _counted(ops):
     counts: dict[str, int] = {}
     for op in ops:
@@ -158,7 +173,10 @@ class CostModel:
             if op in BARRIERS:
                 barriers[c] = ins
                 continue
-            out[c] = GNode(f"Kept:{op}", node.attrs, ins, node.labels, node.dtype)
+            attrs = node.attrs
+            if op == "welford":             # a reduction: its attrs are the labels it reduces
+                attrs = (_labels_of(nodes, ins) & ~node.labels,)
+            out[c] = GNode(f"Kept:{op}", attrs, ins, node.labels, node.dtype)
         return out, barriers
 
     def numel(self, mask: int) -> int:
@@ -175,7 +193,7 @@ class CostModel:
     def space(self, nodes, nid: int) -> int:
         """Labels of node ``nid``'s iteration space: a reduction iterates over its input's."""
         node = nodes[nid]
-        if node.op in REDUCTIONS:
+        if node.op in REDUCING:
             return nodes[node.kids[0]].labels
         return node.labels
 

@@ -1,7 +1,8 @@
 """The cost model's segmenter: which kernels nvFuser (0.2.35) makes of a candidate.
 
 Each compute node starts as a :class:`Group` of its own (a kernel in the making). Groups merge
-greedily along edges, pointwise with pointwise first, then with reductions, then siblings (groups
+greedily along edges, pointwise with pointwise first (over spaces of one size, then any), then
+with reductions, then siblings (groups
 that read a common value: nvFuser segments one fusion, so independent parts stay in one kernel
 where they can), as long as every scheduler rule allows the merged group and the graph of
 groups stays acyclic (:class:`~eqsat.cost.kernel_graph.KernelGraph`). Each group then becomes
@@ -14,10 +15,16 @@ lists them):
   :meth:`Segmenter.reduction_scheduler` (reductions with their prologue and epilogue),
   :meth:`Segmenter.reductions_share` (which reductions share a kernel, inner-outer among them),
   :meth:`Segmenter.resize_scheduler` and :meth:`Segmenter.needs_kernel_input` (slice, pad,
-  cat and indexing ops);
+  cat and indexing ops), :meth:`Segmenter.relabels` (one axis on two dims: a causal mask),
+  :meth:`Segmenter.translated_repeats` (a cat of one tensor is no resize);
 - kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
   :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`;
-- :meth:`Segmenter.recomputed_factories` (factory ops belong to no group).
+- :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output).
+
+welford is a reduction here (``REDUCING``); a stride order that keeps its input's layout is a
+view (the encoder links it as ``stride_order``, one that copies as ``copy``:
+``eqsat.ir.layout.lays_out_as_is``). The rules were checked against nvFuser's own segments
+(``NVFUSER_DUMP=segmented_fusion``) of both corpora on the H200.
 
 Aliased outputs (copied in a segment of their own) are the cost model's, which knows them.
 """
@@ -26,18 +33,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eqsat.egraph.terms import REDUCTIONS
+from eqsat.ir.opspec import OPS
 
 from .kernel_graph import KernelGraph
 from .walks import consumers_of, depends_on, downstream, feeding, upstream_within
 
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
-BARRIERS = frozenset({"matmul", "linear", "welford", "segment_set", "opaque"})
+BARRIERS = frozenset({"matmul", "linear", "segment_set", "opaque"})
+# reductions: the e-graph's, and welford (kept verbatim: its outputs link to its input, and its
+# attrs are the reduced labels, as a reduction term's are)
+REDUCING = REDUCTIONS | {"Kept:welford"}
 # kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
 # kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
 RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
 # kept ops that index a tensor: their indexed input must be a kernel input (no scheduler of
 # nvFuser 0.2.35 takes them on a value computed in the same kernel)
 INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"})
+# kept ops that nvFuser runs without a kernel where a kernel's worth of them is all there is (its
+# expression evaluator aliases the result to the tensor it views); a permute is no op of the
+# e-graph (its labels say it), and Thunder writes the stride_order it asks for only where the
+# permuted tensor is laid out so already
+VIEWS = frozenset({"Kept:reshape", "Kept:slice", "Kept:stride_order"})
+# categories of the IR's ops (eqsat.ir.opspec) that compute elementwise
+ELEMENTWISE = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
 
 
@@ -50,7 +68,7 @@ class Group:
     keys: set = field(default_factory=set)          # its reductions: (iteration space, reduced labels)
     spaces: set = field(default_factory=set)        # the distinct iteration spaces of its members
     covers: set = field(default_factory=set)        # what each member's iteration covers
-    resizing: list = field(default_factory=list)    # its resize and indexing members
+    resizing: list = field(default_factory=list)    # its resize, indexing and relabeling members
     reshaping: list = field(default_factory=list)   # its reshape members
 
     def absorb(self, other: Group) -> None:
@@ -90,6 +108,7 @@ class Segmenter:
         self.compute = [n for n in order
                         if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in self.factories]
         self.consumers = consumers_of(nodes, order)
+        self.repeats = self.translated_repeats(order)
         self.in_compute = set(self.compute)
         self.edges = [(n, c) for n in self.compute for c in self.consumers.get(n, ()) if c in self.in_compute]
         self.graph = self._kernel_graph(order, barriers)
@@ -119,17 +138,25 @@ class Segmenter:
         keys = set()
         # a reduction over labels of extent 1 only (a broadcast dim: keepdim, [N, 1] inputs) is
         # a squeeze to nvFuser, no reduction: it joins any kernel
-        if node.op in REDUCTIONS and self.model.numel(node.attrs[0] & space) > 1:
+        if node.op in REDUCING and self.model.numel(node.attrs[0] & space) > 1:
             keys.add((space, node.attrs[0]))
         return Group([n], keys, {space}, {self.cover[n]},
-                     [n] if node.op in RESIZES or node.op in INDEXING else [],
+                     [n] if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXING
+                     or self.relabels(n) else [],
                      [n] if node.op == "Kept:reshape" else [])
 
     # -- merging -------------------------------------------------------------------------------
 
     def merge(self) -> None:
-        """Pointwise groups with each other along edges, then groups with reductions along
-        edges, then siblings."""
+        """Pointwise groups with each other along edges, those over spaces of one size first
+        (a small value broadcast into a large kernel joins it last, as nvFuser's segmenter
+        leaves it: a RoPE's cos/sin table stays a kernel of its own where the resize
+        scheduler's kernels cannot write it); then groups with reductions along edges, then
+        siblings."""
+        numel, space = self.model.numel, self.model.space
+        same = [(n, c) for n, c in self.edges
+                if numel(space(self.nodes, n)) == numel(space(self.nodes, c))]
+        self.merge_pairs(same, pointwise_only=True)
         self.merge_pairs(self.edges, pointwise_only=True)
         self.merge_pairs(self.edges, pointwise_only=False)
         self.merge_pairs(self.siblings(), pointwise_only=False)
@@ -243,7 +270,7 @@ class Segmenter:
         in_kernel = (lambda c: c in self.in_compute and find(c) in (a, b))
         outs = None
         for m in ga.resizing + gb.resizing:
-            kids = nodes[m].kids if nodes[m].op == "Kept:cat" else nodes[m].kids[:1]
+            kids = nodes[m].kids if nodes[m].op == "Kept:cat" or self.relabels(m) else nodes[m].kids[:1]
             if not any(in_kernel(k) for k in kids):
                 continue
             if self.needs_kernel_input(m) or ga.keys or gb.keys:
@@ -255,9 +282,23 @@ class Segmenter:
         return True
 
     def needs_kernel_input(self, m) -> bool:
-        """An indexing op (index_select, gather, ...), or a pad or cat of a broadcast dim: no
-        scheduler of nvFuser 0.2.35 takes it on a value computed in the same kernel."""
-        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m)
+        """An indexing op (index_select, gather, ...), a pad or cat of a broadcast dim, or an op
+        that relabels its inputs (:meth:`relabels`): no scheduler of nvFuser 0.2.35 takes it
+        on a value computed in the same kernel."""
+        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m) or self.relabels(m)
+
+    def relabels(self, m) -> bool:
+        """A kept elementwise op whose output does not carry an axis of its inputs: the IR gave
+        it fresh axes because one axis of its inputs lies on two of its dims (a causal mask:
+        ``le`` of an iota broadcast along rows and along columns). nvFuser maps that axis to
+        both dims and cannot schedule the op with the producer of that axis: the producer's
+        kernel writes the input, as its pointwise scheduler does before a transpose kernel."""
+        node = self.nodes[m]
+        spec = OPS.get(node.op[len("Kept:"):]) if node.op.startswith("Kept:") else None
+        if spec is None or spec.category not in ELEMENTWISE:
+            return False
+        ins = kid_labels(self.nodes, m)
+        return bool(ins & ~node.labels) and bool(node.labels & ~ins)
 
     def _written(self, m, a, b) -> bool:
         """Whether the kernel of groups ``a`` and ``b`` writes member ``m`` (an output, a
@@ -301,8 +342,8 @@ class Segmenter:
         nodes, numel = self.nodes, self.model.numel
         space = next(iter(group.keys))[0]
         ms_set = set(group.members)
-        reduced = {m for m in group.members if nodes[m].op in REDUCTIONS}
-        return any(nodes[m].op not in REDUCTIONS and numel(self.model.space(nodes, m)) == numel(space)
+        reduced = {m for m in group.members if nodes[m].op in REDUCING}
+        return any(nodes[m].op not in REDUCING and numel(self.model.space(nodes, m)) == numel(space)
                    and depends_on(nodes, m, reduced, ms_set) for m in group.members)
 
     def views_alone(self, ms) -> bool:
@@ -311,18 +352,18 @@ class Segmenter:
         return all(self.is_view(m) for m in ms)
 
     def is_view(self, m) -> bool:
-        """A reshape, a slice, or a reduction over extent-1 labels (a squeeze)."""
+        """A reshape, a slice, a stride order, or a reduction over extent-1 labels (a squeeze)."""
         op = self.nodes[m].op
-        if op in ("Kept:reshape", "Kept:slice"):
+        if op in VIEWS:
             return True
-        return op in REDUCTIONS and self.model.numel(self.nodes[m].attrs[0]) <= 1
+        return op in REDUCING and self.model.numel(self.nodes[m].attrs[0]) <= 1
 
     def innermost_reduction_epilogue(self, ms, keys) -> tuple[list, list] | None:
         """nvFuser's reduction scheduler, reducing the innermost axis, fuses no op after the
         reduction that reads a tensor the reductions do not: (reduction kernel, epilogue) then."""
         nodes = self.nodes
         _, reduced_labels = next(iter(keys))
-        reductions = [m for m in ms if nodes[m].op in REDUCTIONS]
+        reductions = [m for m in ms if nodes[m].op in REDUCING]
         innermost = self.inner.get(nodes[reductions[0]].kids[0]) if reductions else None
         if innermost is None or not (1 << innermost) & reduced_labels:
             return None                     # an outer reduction (or a layout not known)
@@ -341,19 +382,35 @@ class Segmenter:
         is taken to be the one over the lower labels (leading dims)."""
         nodes, ms = self.nodes, group.members
         outer_labels = min(r for _, r in group.keys)
-        outer = [m for m in ms if nodes[m].op in REDUCTIONS and nodes[m].attrs[0] == outer_labels]
+        outer = [m for m in ms if nodes[m].op in REDUCING and nodes[m].attrs[0] == outer_labels]
         if back:
             return [Segment("normalization", ms, part_of, g, partials=outer)]
         first = [m for m in ms if m not in set(outer)]
         fed = feeding(nodes, outer, set(ms)) - self.factories
         return [Segment("reduction", first, part_of, g), Segment("reduction", outer, part_of, g, fed)]
 
+    def translated_repeats(self, order) -> set[int]:
+        """A cat of pads of one tensor repeats it: nvFuser (its repeat-to-expand pass) makes
+        it a broadcast, an expand and a reshape before segmenting, no resize. The cats and
+        their pads (those that feed nothing else)."""
+        nodes, out = self.nodes, set()
+        for n in order:
+            kids = nodes[n].kids
+            if nodes[n].op != "Kept:cat" or len(kids) < 2 or \
+                    any(nodes[k].op != "Kept:pad" or not nodes[k].kids for k in kids):
+                continue
+            if len({nodes[k].kids[0] for k in kids}) == 1:
+                out.add(n)
+                out.update(k for k in kids if set(self.consumers.get(k, ())) == {n})
+        return out
+
     def recomputed_factories(self, order) -> set[int]:
         """Ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
-        them in each kernel that uses them, like a scalar, so they belong to no group."""
+        them in each kernel that uses them, like a scalar, so they belong to no group. One
+        that is an output is written by a kernel: it is a compute node."""
         nodes = self.nodes
-        return {n for n in order
-                if nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)}
+        return {n for n in order if n not in self.sinks
+                and nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)}
 
 
 def resizes_broadcast(nodes, m) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
+from eqsat.ir import layout
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.opspec import OPS
 
@@ -198,6 +199,16 @@ class _Encoder:
             return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
         return None
 
+    def link_op(self, node: Node) -> str:
+        """The name the cost model knows a kept op by: its own, "opaque" for an op eqsat does
+        not model, and "copy" for a stride order that lays its input out anew (one that keeps
+        the layout its input has is a view: ``layout.lays_out_as_is``)."""
+        if node.opaque:
+            return "opaque"
+        if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
+            return "copy"
+        return node.op
+
     def depth(self, tid: int) -> int:
         """The longest path from a leaf to term ``tid`` (kids precede their parents)."""
         for i in range(len(self.depths), tid + 1):
@@ -247,7 +258,7 @@ class _Encoder:
                     if isinstance(self.types[v], (TensorType, ScalarType)):
                         self.enc.term_of[v] = self.leaf(v)
                         if not node.is_input and isinstance(self.types[v], TensorType):
-                            self.enc.links[self.enc.term_of[v]] = ("opaque" if node.opaque else node.op, ins)
+                            self.enc.links[self.enc.term_of[v]] = (self.link_op(node), ins)
                 continue
             for v, tid in zip(node.outputs, terms):
                 self.enc.term_of[v] = tid

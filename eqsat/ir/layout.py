@@ -131,3 +131,41 @@ def with_stride_order(t: Any, stride_order: Sequence[int]) -> Any:
     order = allocation_order(stride_order, t.dim())
     inverse = [order.index(j) for j in range(t.dim())]
     return t.permute(order).contiguous().permute(inverse)
+
+
+def lays_out_as_is(producer: dict, node: Any) -> bool:
+    """Whether ``stride_order`` node ``node`` asks for the layout its input already has (see
+    :func:`view_order`). nvFuser then aliases the result (no copy); otherwise the stride order
+    copies. ``producer``: value id -> the node that makes it (``Fusion.producer``)."""
+    have = view_order(producer, node.arg("arg"))
+    return have is not None and have == _asked(node, len(have))
+
+
+def view_order(producer: dict, value: Any) -> list[int] | None:
+    """The allocation order of ``value`` where it is a fusion input, or a chain of permutes,
+    stride orders and row-major reshapes from one (None: not known, or not such a chain)."""
+    p = producer.get(value.id)
+    if p is None:
+        return None
+    if p.op == "define_tensor":
+        return allocation_order(p.arg("stride_order"), len(p.arg("shape")))
+    if p.op not in ("permute", "stride_order", "reshape"):
+        return None
+    have = view_order(producer, p.arg("arg"))
+    if have is None:
+        return None
+    if p.op == "permute":               # new dim i is the input's dim dims[i]
+        dims = list(p.arg("dims"))
+        return [dims.index(d) for d in have]
+    if p.op == "stride_order":
+        return _asked(p, len(have))
+    if have != list(range(len(have))):  # a reshape keeps a row-major layout row-major
+        return None
+    new_shape = p.arg("new_shape")
+    rank = len(new_shape) if isinstance(new_shape, (list, tuple)) else None
+    return None if rank is None else list(range(rank))
+
+
+def _asked(node: Any, rank: int) -> list[int]:
+    """The allocation order a ``stride_order`` node asks for (row-major where it is empty)."""
+    return allocation_order(node.arg("stride_order"), rank)
