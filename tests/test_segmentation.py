@@ -272,3 +272,17 @@ def test_a_full_that_is_an_output_is_written_by_a_kernel():
         fd.add_output(fd.ops.full(shape=[64, 64], fill_value=fd.define_scalar(1.0), dtype=F32))
 
     assert kernels(fusion, (1024, 1024)) == 2
+
+
+def test_slices_pads_and_cats_of_symbolic_inputs_take_their_extents_from_the_inputs():
+    """A slice with constant indices, a pad and a cat of a symbolic input have extents the
+    bound inputs give (not the default extent the optimizer assumes for unknown ones)."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        head = fd.ops.slice(x, start_indices=[0, 0], end_indices=[8, 64], strides=[1, 1])
+        wide = fd.ops.pad(head, [0, 64], fd.define_scalar(0.0))
+        fd.add_output(fd.ops.cat([wide, head], dim=1))
+
+    est = eqsat.estimate_fusion(fusion, [torch.empty(8, 100, device="meta")])
+    # writes 8 x (128 + 64) floats
+    assert [k.bytes_written for k in est.kernels] == [8 * 192 * 4]

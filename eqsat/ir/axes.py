@@ -91,6 +91,7 @@ class AxisInference:
         self._extent: dict[int, int | None] = {}
         self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
         self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []   # (in, out) labels
+        self.resized: list[tuple[int, tuple[int, ...], tuple]] = []   # (out, in labels, how): Resized
         self.types: dict[int, Any] = {}
         self.made_by: dict[int, Node] = {}                 # value id -> the node that made it
         self.relabeled: set[int] = set()                   # values on fresh axes (see combine)
@@ -593,6 +594,8 @@ class AxisInference:
             if extent is not None and start.const is not None and end.const is not None:
                 size = len(range(extent)[start.const:end.const])
             dims.append(self._fresh(size))
+            if size is None and start.const is not None and end.const is not None:
+                self.resized.append((dims[-1].label, (d.label,), ("slice", start.const, end.const)))
         return TensorType(t.dtype, tuple(dims))
 
     def _check_normalized(self, i: int, start, end, extent) -> None:
@@ -627,6 +630,8 @@ class AxisInference:
             if i == dim and not manual_padding:
                 extents = [self.extent(x.dims[i].label) for x in ts]
                 dims.append(self._fresh(None if None in extents else sum(extents)))
+                if None in extents:
+                    self.resized.append((dims[-1].label, tuple(x.dims[i].label for x in ts), ("cat",)))
             else:
                 dims.append(self.combine([TensorType(x.dtype, (x.dims[i],)) for x in ts])[0])
         return TensorType(ts[0].dtype, tuple(dims))
@@ -641,8 +646,10 @@ class AxisInference:
             lo, hi = (self.t(p).const for p in pad_widths[2 * k: 2 * k + 2])
             if lo == 0 and hi == 0:
                 continue
-            extent = self.extent(dims[i].label)
+            extent, label = self.extent(dims[i].label), dims[i].label
             dims[i] = self._fresh(None if extent is None or lo is None or hi is None else extent + lo + hi)
+            if extent is None and lo is not None and hi is not None:
+                self.resized.append((dims[i].label, (label,), ("pad", lo, hi)))
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_gather(self, node, arg, index, dim):
@@ -717,8 +724,9 @@ class AxisInference:
         types = {v: fix(t) for v, t in self.types.items()}
         same = tuple((lab(a), lab(b)) for a, b in self.same_extent)
         reshapes = tuple((tuple(map(lab, a)), tuple(map(lab, b))) for a, b in self.reshapes)
+        resized = tuple((lab(o), tuple(map(lab, ins)), how) for o, ins, how in self.resized)
         extents = {n: self._extent[root] for root, n in number.items()}
-        return Types(types, extents, same, reshapes, frozenset(self.relabeled))
+        return Types(types, extents, same, reshapes, frozenset(self.relabeled), resized)
 
 
 # integer scalar arithmetic on constants, folded so that a pad width or an extent written as
@@ -751,6 +759,9 @@ class Types:
     same_extent: tuple[tuple[int, int], ...] = ()   # label pairs of equal (symbolic) extent
     reshapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # (in, out) labels: equal numel
     relabeled: frozenset[int] = frozenset()   # values whose axes are not their operands' (combine)
+    # (out, in labels, how) where a slice, pad or cat makes an extent from symbolic ones:
+    # ("slice", start, end), ("pad", low, high), ("cat",) (the sum)
+    resized: tuple[tuple[int, tuple[int, ...], tuple], ...] = ()
 
     def __getitem__(self, value_id: int):
         return self.of[value_id]
@@ -780,7 +791,10 @@ class Types:
                         line=fusion.producer[vid].line, op="fd.define_tensor")
                 out[d.label] = n
                 seen.setdefault(d.label, (i, j))
-        for _ in range(len(self.same_extent) + len(self.reshapes)):       # chains of reshapes
+        for _ in range(len(self.same_extent) + len(self.reshapes) + len(self.resized)):   # chains
+            for o, ins, how in self.resized:
+                if o not in out and all(x in out for x in ins):
+                    out[o] = _resized_extent(how, [out[x] for x in ins])
             for a, b in self.same_extent:
                 if b in out and a not in out:
                     out[a] = out[b]
@@ -792,6 +806,15 @@ class Types:
                         if rest:
                             out[missing.pop()] = math.prod(out[x] for x in known) // rest
         return out
+
+
+def _resized_extent(how: tuple, extents: list[int]) -> int:
+    """The extent a slice, pad or cat makes of its input extents (``Types.resized``)."""
+    if how[0] == "slice":
+        return len(range(extents[0])[how[1]:how[2]])
+    if how[0] == "pad":
+        return extents[0] + how[1] + how[2]
+    return sum(extents)
 
 
 def infer_types(fusion: Fusion) -> Types:
