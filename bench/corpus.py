@@ -7,12 +7,23 @@ kernel count, and the cost model's predictions beside them.
 
     python bench/corpus.py [--corpus DIR ...] [--frontend F] [--json out.json] [--only NAME ...]   # GPU
     python bench/corpus.py --predict out.json [--profile P]   # CPU: re-predict, compare to a recorded run
+    python bench/corpus.py --predict RUN.json ... --fit-error PROFILE.json ...   # CPU: fit the error table
 
 By default both corpora run: ../shared/corpus and ../shared/corpus_thunder (EQSAT_CORPUS,
 EQSAT_CORPUS_THUNDER). ``--frontend`` lowers the optimized fusion to that frontend (default:
 the file's own; as given always runs on the frontend the file imports). The second form
 recomputes the cost model's predictions for a recorded run (no GPU needed), so the
 segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
+
+The third form fits each profile's ``error`` table (``eqsat.cost.error_table``: the model's
+relative error of the kernels' time by predicted kernel count and kernel time, the margin
+``optimize_fusion`` asks a predicted saving to exceed) on the recorded runs, each profile
+predicting them itself, and writes it into that profile's file. The shipped tables are
+refitted, after a change to the cost model or a new recorded run, with this one command:
+
+    python bench/corpus.py --predict bench/results/h200_thunder_corpus_035.json \
+        bench/results/h200_corpus_run4.json \
+        --fit-error eqsat/cost/profiles/h200.json eqsat/cost/profiles/h200_host_fit.json
 """
 from __future__ import annotations
 
@@ -20,12 +31,15 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import time
 import traceback
 
 import eqsat
+from eqsat.cost.error_table import fit_error_table, shortfall
+from eqsat.cost.profile import Profile, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_CORPORA = [pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus")),
@@ -61,7 +75,7 @@ def _outputs(fd, inputs):
     return list(fd.execute(inputs)) + [x for x in inputs if hasattr(x, "shape")]
 
 
-def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
+def run_one(path: pathlib.Path, runs: int, profile, frontend, min_gain=None, relower=False) -> dict:
     import torch
 
     from eqsat.lowering.nvfuser import as_given
@@ -70,9 +84,11 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend) -> dict:
     from eqsat.reference.index_inputs import in_range_inputs
 
     repro = eqsat.from_file(path)
-    opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile)
+    opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile, min_gain=min_gain,
+                                relower=relower)
     rep = opt.report
     row = {"name": path.stem, "frontend": repro.frontend, "changed": rep.changed,
+           "profile": profile, "min_gain": min_gain, "relower": relower,
            "optimizer_ms": round(rep.seconds * 1e3, 1), "predicted_before": rep.before.summary(),
            "predicted_after": rep.after.summary(), "rules": rep.rules}
     cuda = to_device(in_range_inputs(repro.fusion, repro.inputs), "cuda", repro.fusion)
@@ -108,8 +124,13 @@ def summarize(rows: list[dict]) -> dict:
     time_err = [abs(r["predicted_before"]["time_us"] / r["given"]["us"] - 1) for r in ok]
     steady_err = [abs(r["predicted_before"]["time_us"] / r["given"]["steady_us"] - 1) for r in ok
                   if "steady_us" in r["given"]]
+    timed = [r for r in changed if "steady_us" in r["given"]]
+    ordered = [r for r in timed if (r["predicted_after"]["time_us"] < r["predicted_before"]["time_us"]) ==
+               (r["optimized"]["steady_us"] < r["given"]["steady_us"])]
     return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
-            "changed": len(changed), "slower_than_given_by_3pct": slower,
+            "changed": len(changed),
+            "ordered_as_measured_steady_state": f"{len(ordered)}/{len(timed)}",
+            "slower_than_given_by_3pct": slower,
             "slower_than_given_by_3pct_steady_state": slower_steady,
             "mismatches": [r["name"] for r in ok if r.get("mismatch")],
             "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
@@ -144,8 +165,10 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def repredict(path: str, corpora: list[pathlib.Path], profile) -> int:
-    """Recompute predictions for a recorded run and compare with its measurements."""
+def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = False) -> list[dict]:
+    """The rows of a recorded run with the predictions recomputed under ``profile`` (rows whose
+    file is not in ``corpora`` are left out); prints where the kernel count differs unless
+    ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
     rows = []
@@ -164,11 +187,59 @@ def repredict(path: str, corpora: list[pathlib.Path], profile) -> int:
         if not r["changed"]:
             r["predicted_after"] = r["predicted_before"]
         rows.append(r)
-        if est.summary()["kernels"] != r["given"]["kernels"]:
+        if est.summary()["kernels"] != r["given"]["kernels"] and not quiet:
             print(f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "
                   f"{', '.join(n[:60] for n in r['given']['kernel_names'])}")
-    print(json.dumps(summarize(rows), indent=1))
+    return rows
+
+
+def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path]) -> int:
+    """The error table of each profile (``eqsat.cost.error_table``) from the (as given,
+    candidate) pairs of the recorded ``runs`` that this profile made (runs recorded with
+    ``--profile`` naming it and ``--min-gain 0``): the saving each candidate was predicted and
+    did not deliver at steady state, bucketed by the input's predicted kernels and time. The
+    table is written into the profile's file."""
+    for profile in profiles:
+        samples = []
+        for run in runs:
+            with open(run) as f:
+                rows = json.load(f)["rows"]
+            for r in rows:
+                if "error" in r or not r.get("changed") or not _same_profile(r.get("profile"), profile):
+                    continue
+                b, a = r["predicted_before"], r["predicted_after"]
+                samples.append((b["kernels"], b["time_us"],
+                                shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
+                                          r["optimized"]["steady_us"])))
+        if not samples:
+            print(f"{profile}: no recorded pair was made with it (record one with --profile and "
+                  f"--min-gain 0); its table is left as it is", file=sys.stderr)
+            continue
+        names = ", ".join(pathlib.Path(r).name for r in runs)
+        table = fit_error_table(samples, source=f"bench/corpus.py --fit-error, {time.strftime('%Y-%m-%d')}: "
+                                                f"{len(samples)} (as given, candidate) pairs of {names}")
+        with open(profile, encoding="utf-8") as f:
+            data = json.load(f)
+        data["error"] = table.to_dict()
+        Profile.from_dict(data, profile)          # refuse to write a bad one
+        text = _compact(json.dumps(data, indent=2, ensure_ascii=False))
+        tmp = f"{profile}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, profile)
+        print(f"{profile}: the saving predicted and not measured, over {len(samples)} pairs\n{table.text()}\n")
     return 0
+
+
+def _same_profile(recorded, profile: str) -> bool:
+    """Whether a row recorded under ``recorded`` (a --profile value, None: the default) was
+    made by the profile file ``profile``."""
+    return load_profile(recorded).name == load_profile(profile).name
+
+
+def _compact(text: str) -> str:
+    """JSON with each innermost list of numbers or strings on one line (the table's rows)."""
+    return re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
 
 
 def main(argv=None) -> int:
@@ -181,7 +252,15 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--profile", help="cost-model profile (default: the packaged one)")
-    parser.add_argument("--predict", metavar="RECORDED", help="re-predict a recorded run on the CPU")
+    parser.add_argument("--min-gain", type=float,
+                        help="optimize_fusion's min_gain (0: keep every candidate predicted cheaper, "
+                             "to record (as given, candidate) pairs the margin is fitted on)")
+    parser.add_argument("--relower", action="store_true", help="optimize_fusion's relower=True")
+    parser.add_argument("--predict", metavar="RECORDED", nargs="+",
+                        help="re-predict recorded runs on the CPU (several only with --fit-error)")
+    parser.add_argument("--fit-error", metavar="PROFILE", nargs="+",
+                        help="with --predict: fit each profile's error table on the recorded runs "
+                             "(predicted with that profile) and write it into the profile's file")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in --json and run only the fusions it lacks")
     args = parser.parse_args(argv)
@@ -190,8 +269,16 @@ def main(argv=None) -> int:
         print(f"no corpus at {', '.join(map(str, args.corpus))} (set --corpus, EQSAT_CORPUS or "
               "EQSAT_CORPUS_THUNDER)", file=sys.stderr)
         return 2
+    if args.fit_error:
+        if not args.predict or args.profile:
+            parser.error("--fit-error needs --predict RUN.json ...; each profile given to it predicts "
+                         "the runs itself (no --profile)")
+        return fit_error(args.predict, args.fit_error, corpora)
     if args.predict:
-        return repredict(args.predict, corpora, args.profile)
+        if len(args.predict) > 1:
+            parser.error("--predict takes one recorded run, several only with --fit-error")
+        print(json.dumps(summarize(repredict(args.predict[0], corpora, args.profile)), indent=1))
+        return 0
     import torch
 
     if not torch.cuda.is_available():
@@ -208,7 +295,7 @@ def main(argv=None) -> int:
         if path.stem in done:
             continue
         try:
-            rows.append(run_one(path, args.runs, args.profile, args.frontend))
+            rows.append(run_one(path, args.runs, args.profile, args.frontend, args.min_gain, args.relower))
         except Exception as err:
             rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
         r = rows[-1]

@@ -51,17 +51,20 @@ def _load_with_inputs(path, device, trust=False):
 def _optimize_cmd(args) -> int:
     import json
 
-    repro = _load_with_inputs(args.file, "meta", args.trust)   # shapes are all the optimizer needs
+    # shapes are all the optimizer needs; verifying on the GPU runs the file's inputs
+    repro = _load_with_inputs(args.file, "cpu" if args.verify_on_gpu else "meta", args.trust)
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
     opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
                           reassociate=not args.no_reassociate, min_gain=args.min_gain,
-                          deadline_s=args.deadline)
+                          deadline_s=args.deadline, verify="gpu" if args.verify_on_gpu else None,
+                          cache_dir=args.cache_dir)
     if args.json:
         summary = opt.report.summary()
         keep = ("kernels", "bytes", "time_us")
         print(json.dumps({"before": {k: summary["before"][k] for k in keep},
                           "after": {k: summary["after"][k] for k in keep},
                           "rules": summary["rules"], "changed": summary["changed"],
+                          "rejected": summary["rejected"], "verification": summary["verification"],
                           "frontend": opt.frontend, "source": opt.source}, indent=1))
     else:
         print(opt.explain())
@@ -153,6 +156,17 @@ def _seconds(text: str) -> float | None:
     return value
 
 
+def _fraction(text: str) -> float:
+    """A saving: a number >= 0 and < 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction >= 0 and < 1, got {text}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -181,8 +195,17 @@ def main(argv=None) -> int:
                           "the one the file imports, classic where it imports both or neither)")
     opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
     opt.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
-    opt.add_argument("--min-gain", type=float, default=MIN_GAIN,
-                     help=f"least predicted time saving (fraction) worth a change (default {MIN_GAIN})")
+    opt.add_argument("--min-gain", type=_fraction, default=None,
+                     help="least predicted time saving (a fraction) worth a change, instead of the "
+                          "cost model's measured error at the fusion's size and kernel count (the "
+                          f"profile's error table; {MIN_GAIN} where it has none)")
+    opt.add_argument("--verify-on-gpu", action="store_true",
+                     help="compile the input and the best few candidates with nvFuser, check their "
+                          "outputs agree on the file's inputs and time them on this machine's GPU; keep "
+                          "the fastest (the input where none is more than 1%% faster). The decision is "
+                          "cached per definition, shapes, GPU and versions")
+    opt.add_argument("--cache-dir", help="the folder of eqsat's cache for --verify-on-gpu (default "
+                                         "$EQSAT_CACHE_DIR, else ~/.cache/eqsat)")
     opt.set_defaults(handler=_optimize_cmd)
     chk = sub.add_parser("check", help="run a repro file as given and optimized through the torch "
                                        "executor; exit 1 if they differ beyond dtype tolerance")

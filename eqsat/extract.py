@@ -8,6 +8,8 @@ search then switches one class's choice at a time, scoring each whole candidate 
 :class:`~eqsat.cost.CostModel`, until nothing improves or the time budget is spent. The
 input's own choice is scored too, and wins ties. Under a deadline no score is begun that
 would, at the longest one so far, end past it: the best choice scored by then is the result.
+The best few distinct candidates scored (``Extraction.top``) are remembered too, for GPU
+verification to time.
 """
 from __future__ import annotations
 
@@ -130,12 +132,50 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
 
 @dataclass
 class Extraction:
-    """What :func:`extract` found: the best choice, the input's own, and whether the deadline
-    cut the search (before it scored the input: ``base.estimate`` is None)."""
+    """What :func:`extract` found: the best choice, the input's own, whether the deadline cut
+    the search (before it scored the input: ``base.estimate`` is None), and the best few
+    distinct candidates scored other than the input's, cheapest first (``best`` is the first
+    where it is not the input's)."""
 
     best: Choice
     base: Choice
     cut: bool = False
+    top: list[Choice] = field(default_factory=list)
+
+
+def signature(estimate: Estimate) -> tuple:
+    """What a candidate costs, kernel by kernel (kind, ops, bytes, arithmetic) and on the host:
+    candidates alike in it (operands commuted, say) run alike, so only one of them is worth
+    timing."""
+    kernels = sorted((k.kind, tuple(sorted(k.ops)), k.bytes_read, k.bytes_written, round(k.flops))
+                     for k in estimate.kernels)
+    return tuple(kernels), round(estimate.host_us, 6)
+
+
+class _Best:
+    """The ``keep`` lowest-scored distinct candidates offered (distinct: their estimates differ
+    in :func:`signature`), by score, the first offered winning ties."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.entries: list[tuple[float, int, tuple, Choice]] = []
+        self.offered = 0
+
+    def offer(self, choice: Choice) -> None:
+        self.offered += 1
+        if len(self.entries) >= self.keep and choice.score >= self.entries[-1][0]:
+            return
+        key = signature(choice.estimate)
+        if any(k == key for _, _, k, _ in self.entries):
+            return
+        self.entries.append((choice.score, self.offered, key, choice))
+        self.entries.sort(key=lambda e: (e[0], e[1]))
+        del self.entries[self.keep:]
+
+    def without(self, estimate: Estimate | None) -> list[Choice]:
+        """The candidates, less one that costs as ``estimate`` does."""
+        key = None if estimate is None else signature(estimate)
+        return [c for _, _, k, c in self.entries if k != key]
 
 
 class _Scorer:
@@ -143,9 +183,11 @@ class _Scorer:
     so far (``guess_s`` before the first), it would end before ``until``: the cost model is
     not stopped once it runs."""
 
-    def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float):
+    def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float,
+                 best: _Best):
         self.roots, self.model, self.until, self.longest = roots, model, until, guess_s
         self.cut = False
+        self.best = best
 
     def affordable(self) -> bool:
         if self.until is None or time.perf_counter() + self.longest < self.until:
@@ -157,12 +199,15 @@ class _Scorer:
         began = time.perf_counter()
         self.model.until = self.until
         try:
-            return _evaluate(pick, self.roots, self.model)
+            estimate = _evaluate(pick, self.roots, self.model)
         except EstimateCut:
             self.cut = True
             return None
         finally:
             self.longest = max(self.longest, time.perf_counter() - began)
+        if estimate is not None:
+            self.best.offer(Choice(pick, estimate))
+        return estimate
 
 
 def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Estimate | None:
@@ -181,12 +226,15 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Est
 
 
 def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget_s: float = 0.5, until: float | None = None, guess_s: float = 0.0) -> Extraction:
-    """The best choice found, and the original's choice. ``original`` is the input's e-node for
-    each of its classes. The local search runs for ``budget_s`` at most; ``until`` (a
-    ``perf_counter`` time) is a deadline over the whole, and ``guess_s`` how long one
-    whole-candidate score is expected to take (see :class:`_Scorer`)."""
-    score = _Scorer(roots, model, until, guess_s)
+            budget_s: float = 0.5, until: float | None = None, guess_s: float = 0.0,
+            keep: int = 3) -> Extraction:
+    """The best choice found, the original's choice, and the ``keep`` best distinct candidates
+    scored other than the original. ``original`` is the input's e-node for each of its
+    classes. The local search runs for ``budget_s`` at most; ``until`` (a ``perf_counter``
+    time) is a deadline over the whole, and ``guess_s`` how long one whole-candidate score is
+    expected to take (see :class:`_Scorer`)."""
+    best = _Best(keep + 1)          # one more: the input's own may be among them
+    score = _Scorer(roots, model, until, guess_s, best)
     if not score.affordable():
         base = Choice(dict(original), None)
         return Extraction(base, base, cut=True)
@@ -199,7 +247,7 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
         if start.score < base.score:
             current = start
     current = _search(current, d, roots, score, time.perf_counter() + budget_s)
-    return Extraction(current, base, score.cut)
+    return Extraction(current, base, score.cut, best.without(base.estimate)[:keep])
 
 
 def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) -> bool:

@@ -1,5 +1,6 @@
-"""``optimize_fusion``: ingest, then encode, saturate, extract and lower under one deadline; and
-the object it returns."""
+"""``optimize_fusion``: ingest, then encode, saturate, extract and lower under one deadline,
+keep the result only where its predicted saving exceeds the cost model's measured error (or,
+with ``verify="gpu"``, where the GPU at hand runs it faster); and the object it returns."""
 from __future__ import annotations
 
 import numbers
@@ -23,16 +24,21 @@ from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.lowering.source import fusion_source
 from eqsat.reference.inputs import check_inputs
 from eqsat.reference.torch_executor import run_fusion
+from eqsat.verification.cache import VerificationCache
+from eqsat.verification.runner import NvFuserRunner, Runner
+from eqsat.verification.verify import Verification, check_verifiable
+from eqsat.verification.verify import verify as verify_on_gpu
 
 from .errors import FusionError
 from .extract import dump, extract, to_term_graph
 from .rules import RULES
 
 DEFAULT_EXTENT = 1024     # the extent assumed for a symbolic axis when no inputs are given
-# The least predicted saving worth a change. On the H200 corpus run (bench/results), the three
-# changes predicted to save 1.8-3.4% ran 13-39% slower; the cost model's median error on the
-# calibration microbenchmarks is about 16%.
+# The least predicted saving worth a change where the profile has no error table (a profile's
+# ``error``, eqsat.cost.error_table, gives the margin by kernel count and time otherwise). On the
+# H200 corpus run (bench/results), the three changes predicted to save 1.8-3.4% ran 13-39% slower.
 MIN_GAIN = 0.05
+VERIFY = (None, "gpu")    # optimize_fusion's verify=
 DEADLINE_S = 2.0          # seconds for everything after reading the fusion (optimize_fusion's deadline_s)
 
 
@@ -63,8 +69,39 @@ class SaturationSummary:
             else self.stop
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate predicted cheaper than the input that was not kept: its predicted time, the
+    predicted saving (a fraction of the input's predicted time), the saving it had to exceed
+    (None where none applied: under verify="gpu" the GPU decides), why it was rejected, and its
+    measured time where the GPU timed it."""
+
+    predicted_us: float
+    saving: float
+    margin: float | None
+    reason: str
+    measured_us: float | None = None
+
+    def __str__(self) -> str:
+        margin = "" if self.margin is None else f", margin {self.margin:.0%}"
+        measured = "" if self.measured_us is None else f", {self.measured_us:.1f} us measured"
+        return (f"candidate of {self.predicted_us:.1f} us predicted (saves {self.saving:.1%}{margin}"
+                f"{measured}): {self.reason}")
+
+    def summary(self) -> dict:
+        return {"predicted_us": round(self.predicted_us, 3), "saving": round(self.saving, 4),
+                "margin": self.margin, "reason": self.reason,
+                "measured_us": None if self.measured_us is None else round(self.measured_us, 3)}
+
+
 @dataclass
 class Report:
+    """What ``optimize_fusion`` did: the estimates before and after, whether it changed the
+    fusion, the rules that fired and those credited with the result, where saturation stopped,
+    the seconds it took (``phases``: read, encode, saturate, extract, lower, verify, total),
+    ``notes``, the candidates ``rejected`` and why, and under verify="gpu" the
+    ``verification`` (None where nothing was timed)."""
+
     before: Estimate
     after: Estimate
     changed: bool
@@ -76,6 +113,8 @@ class Report:
     # seconds: read, encode, saturate, extract, lower, total
     phases: dict[str, float] = field(default_factory=dict)
     estimated: bool = True      # False: the cost model gave no estimate of the input (before, after empty)
+    rejected: list[Rejection] = field(default_factory=list)
+    verification: Verification | None = None
 
     def summary(self) -> dict:
         return {"before": self.before.summary(), "after": self.after.summary(),
@@ -83,7 +122,9 @@ class Report:
                 "rules_fired": self.rules_fired, "saturation": self.saturation.summary(),
                 "optimizer_ms": round(self.seconds * 1e3, 2),
                 "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
-                "notes": self.notes, "estimated": self.estimated}
+                "notes": self.notes, "estimated": self.estimated,
+                "rejected": [r.summary() for r in self.rejected],
+                "verification": None if self.verification is None else self.verification.summary()}
 
     def __str__(self) -> str:
         b, a = self.before, self.after
@@ -102,6 +143,9 @@ class Report:
         phases = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in self.phases.items() if k != "total")
         lines.append(f"saturation: {self.saturation}; optimizer {self.seconds * 1e3:.1f} ms"
                      + (f" ({phases} ms)" if phases else ""))
+        lines += [f"rejected: {r}" for r in self.rejected]
+        if self.verification is not None:
+            lines.append(str(self.verification))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -195,8 +239,9 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
                     rules: Iterable[str] | None = None, reassociate: bool = True,
                     limits: Limits | None = None, extents: dict[int, int] | None = None,
                     default_extent: int = DEFAULT_EXTENT, search_seconds: float = 0.5,
-                    min_gain: float = MIN_GAIN, deadline_s: float | None = DEADLINE_S,
-                    relower: bool = False) -> OptimizedFusion:
+                    min_gain: float | None = None, deadline_s: float | None = DEADLINE_S,
+                    relower: bool = False, verify: str | None = None, cache_dir=None,
+                    runner: Runner | None = None) -> OptimizedFusion:
     """Optimize an nvFuser fusion.
 
     ``definition``: a function of ``fd``, repro text or a path to a repro file, a live
@@ -205,8 +250,29 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     ``default_extent`` for symbolic axes). ``rules`` selects rules by name (default: all);
     ``reassociate=False`` leaves out rules that reorder floating-point sums and products.
     ``limits`` bounds saturation; ``profile`` is a calibration profile (a path or dict).
-    ``min_gain``: the least predicted time saving (a fraction) worth a change; smaller
-    predicted gains keep the input, since they are within the cost model's error.
+
+    A candidate is kept only where its predicted saving (``1 - after / before`` of the
+    steady-state time) exceeds a margin: by default the cost model's measured error, from the
+    profile's error table (``eqsat.cost.error_table``), at the input's kernel count and
+    predicted time or the candidate's, whichever is larger (``MIN_GAIN``, 5%, where the
+    profile has none); ``min_gain`` (a fraction) replaces it. ``report.rejected`` lists the
+    candidates not kept, with their saving, margin and why.
+
+    ``verify="gpu"``: instead of the margin, the GPU at hand decides. The input (as eqsat
+    lowers it to nvFuser) and the best few candidates by predicted time (up to 3, each lowered)
+    are compiled and run on ``inputs``, which must hold values: CUDA tensors are used as they
+    are, CPU tensors are copied to the GPU (strides kept, integers zeroed where an index op
+    would read out of range with them), meta tensors are refused. A candidate whose outputs
+    disagree with the input's (dtype tolerance) is rejected; the others are timed at steady
+    state, and the fastest kept where it runs more than 1% faster than the input. The
+    decision is cached on disk, one file per definition, input shapes, dtypes and strides, GPU,
+    and nvFuser and eqsat versions, in ``cache_dir`` (else ``$EQSAT_CACHE_DIR``, else
+    ``~/.cache/eqsat``; the files lie in its ``verify/`` folder), so each fusion is timed once.
+    ``report.verification`` gives the measured times, the one kept, the seconds it took and
+    whether it came from the cache. ``runner`` compiles, runs and times (default: an
+    ``eqsat.verification.NvFuserRunner`` on the current CUDA device; FusionError where there
+    is none). The deadline does not bound verification.
+
     ``deadline_s``: seconds for encoding, saturation, extraction and lowering together,
     counted once the fusion is read and its inputs checked (None: no deadline). Saturation
     gets at most half of the time left when it begins (and ``limits.seconds`` at most); where
@@ -215,22 +281,29 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     ``relower``: keep a result that no creditable rewrite shaped (only identities such as
     cast-to-own-dtype, and the e-graph's re-lowering of the definition) where it is predicted
     cheaper; off by default, since such gains are where the cost model misreads nvFuser
-    (``UNCREDITED_NOTE``).
+    (``UNCREDITED``).
     """
     start = time.perf_counter()
     Deadline.check(deadline_s)
+    _check_min_gain(min_gain)
+    if verify not in VERIFY:
+        raise ValueError(f"verify must be None or 'gpu', got {verify!r}")
     fusion = ingest(definition)
-    options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
-                   extents=extents, default_extent=default_extent, search_seconds=search_seconds,
-                   min_gain=min_gain, deadline_s=deadline_s, relower=relower)
     prof = load_profile(profile)
     concrete = concrete_extents(fusion, inputs, extents, default_extent)
+    if verify:
+        check_verifiable(inputs)
+        runner = runner or NvFuserRunner(prefer=fusion.frontend)
+    options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
+                   extents=extents, default_extent=default_extent, search_seconds=search_seconds,
+                   min_gain=min_gain, deadline_s=deadline_s, relower=relower, verify=verify,
+                   cache_dir=cache_dir, runner=runner)
     names = tuple(select_rules(rules, reassociate=reassociate))
     deadline = Deadline(deadline_s)
     a = _analyse(fusion, concrete, prof, names, limits or Limits(), deadline)
     notes = _analysis_notes(a, limits or Limits(), deadline)
     result, before, after, changed, credited = fusion, Estimate(), Estimate(), False, []
-    estimated = False
+    estimated, rejected, lowered = False, [], []
     phases = {"read": deadline.began - start, **a.phases}
     if a.cut is None:
         t_extract = time.perf_counter()
@@ -240,25 +313,46 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
         t_lower = time.perf_counter()
         before = a.before or ex.base.estimate or Estimate()
         estimated = a.before is not None or ex.base.estimate is not None
-        result, after, changed, credited = _choose(fusion, a, ex, before, min_gain, deadline, lower_s,
-                                                   relower, notes)
+        if verify:
+            lowered = _lower_candidates(fusion, a, ex, before, deadline, lower_s, relower, notes, rejected)
+        else:
+            margin = _Margin(prof, min_gain, before)
+            result, after, changed, credited = _choose(fusion, a, ex, before, margin, deadline, lower_s,
+                                                       relower, notes, rejected)
         if changed and extents is None:
             if deadline.left() >= a.phases["encode"] + a.before_s:     # reading it again, then its estimate
                 result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs,
-                                                          default_extent, prof, notes)
+                                                          default_extent, prof, rejected)
             else:
                 result, after, changed = fusion, before, False
                 notes.append(deadline.note("the fresh estimate of the lowered candidate", "kept the input"))
         credited = credited if changed else []
         phases["extract"] += t_lower - t_extract
         phases["lower"] = time.perf_counter() - t_lower
+    verification = None
+    if verify and lowered:
+        verification = verify_on_gpu(fusion, [c.fusion for c in lowered],
+                                     [before.time_us] + [c.estimate.time_us for c in lowered], inputs,
+                                     runner, VerificationCache(cache_dir))
+        phases["verify"] = verification.seconds
+        result, after, changed, credited = _verified(fusion, before, lowered, verification, rejected)
+    elif verify and estimated:
+        notes.append("verify='gpu': no candidate was predicted cheaper than the input; nothing to time")
+    if not changed:
+        after = before
     end = time.perf_counter()
     phases["total"] = end - start
     sat = a.sat
     report = Report(before, after, changed, sat.fired if sat else {}, SaturationSummary.of(sat),
-                    end - start, notes, credited, phases, estimated)
+                    end - start, notes, credited, phases, estimated, rejected, verification)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key)
+
+
+def _check_min_gain(min_gain) -> None:
+    if min_gain is not None and not (isinstance(min_gain, numbers.Real) and 0 <= min_gain < 1):
+        raise ValueError(f"min_gain must be a fraction >= 0 and < 1 (the least predicted saving kept), "
+                         f"or None (the cost model's measured error); got {min_gain!r}")
 
 
 class Deadline:
@@ -316,23 +410,99 @@ def _analysis_notes(a: "_Analysis", limits: Limits, deadline: Deadline) -> list[
     return notes
 
 
-def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, min_gain: float, deadline: Deadline,
-            lower_s: float, relower: bool, notes: list[str]) -> tuple[Fusion, Estimate, bool, list[str]]:
+class _Margin:
+    """The saving a candidate must exceed, a fraction of the input's predicted time:
+    ``min_gain`` where given, else the cost model's measured error on a saving at the input's
+    kernel count and predicted time (the profile's error table: the saving recorded candidates
+    were predicted and did not deliver), else ``MIN_GAIN``."""
+
+    def __init__(self, prof, min_gain: float | None, before: Estimate):
+        self.table, self.min_gain, self.before = prof.error, min_gain, before
+
+    def __call__(self, after: Estimate) -> tuple[float, str]:
+        """(the margin, what it is)."""
+        if self.min_gain is not None:
+            return self.min_gain, f"min_gain={self.min_gain:g}, as given"
+        if self.table is None:
+            return MIN_GAIN, f"the default margin {MIN_GAIN:.0%} (the profile has no error table)"
+        m = self.table.margin(len(self.before.kernels), self.before.time_us)
+        return m.error, f"the cost model's measured error on a saving, {m}"
+
+
+def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, margin: _Margin, deadline: Deadline,
+            lower_s: float, relower: bool, notes: list[str],
+            rejected: list[Rejection]) -> tuple[Fusion, Estimate, bool, list[str]]:
     """(the result, its estimate, whether it changed, the rules credited with it): the best
-    candidate lowered where it is predicted to save at least ``min_gain``, a creditable rewrite
+    candidate lowered where its predicted saving exceeds the ``margin``, a creditable rewrite
     shaped it (or ``relower``), and the deadline leaves the ``lower_s`` seconds lowering is
-    expected to take, else the input. Appends to ``notes`` where the deadline cut extraction
-    and why the input was kept."""
-    lowered, why, credited = _lower_if_better(fusion, a, ex.best, before, min_gain, deadline, lower_s,
-                                              relower)
+    expected to take, else the input. Appends to ``notes`` where the deadline cut extraction,
+    and to ``rejected`` the candidate not kept and why."""
+    best = ex.best
+    lowered, why, credited = None, "", []
+    if best.estimate is None:
+        why = "kept the input: the cost model could not score it"
+    elif (gain := _saving(before, best.estimate)) > 0:
+        need, what = margin(best.estimate)
+        if gain <= max(need, 1e-6):
+            rejected.append(Rejection(best.score, gain, need, f"the predicted saving is within {what}"))
+        else:
+            lowered, why, credited = _lower_candidate(fusion, a, best, before, need, deadline, lower_s,
+                                                      relower, rejected)
     if ex.cut:
         notes.append(deadline.note("extraction", "kept the input" if lowered is None else
                                    "kept the best candidate scored by then"))
-    if why and not (ex.cut and ex.best.estimate is None):
+    if why and not (ex.cut and best.estimate is None):
         notes.append(why)
     if lowered is None:
         return fusion, before, False, []
-    return lowered, ex.best.estimate, True, credited
+    return lowered, best.estimate, True, credited
+
+
+def _saving(before: Estimate, after: Estimate) -> float:
+    return 1 - after.time_us / before.time_us if before.time_us > 0 else 0.0
+
+
+@dataclass
+class _Lowered:
+    fusion: Fusion
+    estimate: Estimate
+    credited: list[str]
+
+
+def _lower_candidates(fusion: Fusion, a: "_Analysis", ex, before: Estimate, deadline: Deadline,
+                      lower_s: float, relower: bool, notes: list[str],
+                      rejected: list[Rejection]) -> list[_Lowered]:
+    """Under verify="gpu": the best few distinct candidates predicted cheaper than the input,
+    lowered (each that lowers, a creditable rewrite shaped or ``relower``, and the deadline
+    leaves time to lower), distinct as lowered, cheapest first."""
+    if ex.cut:
+        notes.append(deadline.note("extraction", "the candidates scored by then are verified"))
+    out: list[_Lowered] = []
+    for choice in ex.top:
+        if choice.estimate is None or _saving(before, choice.estimate) < 1e-6:
+            continue
+        if deadline.left() < lower_s:
+            notes.append(deadline.note("lowering", f"{len(out)} candidates lowered"))
+            break
+        lowered, _, credited = _lower_candidate(fusion, a, choice, before, None, deadline, lower_s,
+                                                relower, rejected)
+        if lowered is not None and all(lowered != c.fusion for c in out):
+            out.append(_Lowered(lowered, choice.estimate, credited))
+    return out
+
+
+def _verified(fusion: Fusion, before: Estimate, lowered: list[_Lowered], v: Verification,
+              rejected: list[Rejection]) -> tuple[Fusion, Estimate, bool, list[str]]:
+    """(the result, its estimate, whether it changed, the rules credited) as the GPU decided;
+    the candidates it rejected are added to ``rejected``."""
+    for c, m in zip(lowered, v.measurements[1:], strict=True):
+        if m.problem is not None:
+            rejected.append(Rejection(c.estimate.time_us, _saving(before, c.estimate), None,
+                                      f"on the GPU: {m.problem}", m.measured_us))
+    if v.kept < 0:
+        return fusion, before, False, []
+    c = lowered[v.kept]
+    return c.fusion, c.estimate, True, c.credited
 
 
 # A result that no creditable rewrite shaped (only identities such as cast-to-own-dtype and the
@@ -341,12 +511,12 @@ def _choose(fusion: Fusion, a: "_Analysis", ex, before: Estimate, min_gain: floa
 # 36% longer on the device for two of them, and one 35% longer per call (bench/results/
 # h200_thunder_corpus_035.json). Until the cost model reads nvFuser's segments and host cost
 # well enough to trust such a gain, the input is kept.
-UNCREDITED_NOTE = ("kept the input: no rewrite changed it, only identities and the re-lowering of "
-                   "its definition, whose predicted gain the cost model cannot yet be trusted with")
+UNCREDITED = ("no rewrite changed it, only identities and the re-lowering of its definition, whose "
+              "predicted gain the cost model cannot yet be trusted with")
 
 
 def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: Estimate, inputs,
-                     default_extent: int, prof, notes: list[str]) -> tuple[Fusion, Estimate, bool]:
+                     default_extent: int, prof, rejected: list[Rejection]) -> tuple[Fusion, Estimate, bool]:
     """(the result, its estimate, whether it changed): the lowered fusion estimated afresh, as
     ``estimate_fusion`` reads it, and kept only where that is below the input's estimate.
     Lowering may add work that extraction did not score (a copy of an output that would
@@ -354,32 +524,29 @@ def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: E
     again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None).before
     if again is None or again.time_us < before.time_us:
         return lowered, again or after, True
-    notes.append(f"kept the input: the lowered candidate re-estimates at {again.time_us:.1f} us, "
-                 f"not below the input's {before.time_us:.1f} us")
+    rejected.append(Rejection(after.time_us, _saving(before, after), None,
+                              f"lowered, it re-estimates at {again.time_us:.1f} us, not below the "
+                              f"input's {before.time_us:.1f} us"))
     return fusion, before, False
 
 
-def _lower_if_better(fusion: Fusion, a: "_Analysis", best, before: Estimate, min_gain: float,
-                     deadline: Deadline, lower_s: float, relower: bool) -> tuple[Fusion | None, str, list[str]]:
-    """The best candidate lowered and the rules credited with it, or None and why ("" where it
-    is no better than the input)."""
-    if best.estimate is None:
-        return None, "kept the input: the cost model could not score it", []
-    gain = 1 - best.score / before.time_us if before.time_us > 0 else 0.0
-    if gain <= 0:
-        return None, "", []
-    if gain < max(min_gain, 1e-6):
-        return None, (f"kept the input: the best candidate saves {gain:.1%} of the predicted time, "
-                      f"less than min_gain={min_gain:.0%}"), []
-    credited = _credited_rules(best.pick, a.roots, a.original, a.sat.fired if a.sat else {})
+def _lower_candidate(fusion: Fusion, a: "_Analysis", choice, before: Estimate, margin: float | None,
+                     deadline: Deadline, lower_s: float,
+                     relower: bool, rejected: list[Rejection]) -> tuple[Fusion | None, str, list[str]]:
+    """The candidate ``choice`` lowered and the rules credited with it; or None, and a note
+    where the deadline cut lowering (where it was rejected, a record in ``rejected``)."""
+    gain = _saving(before, choice.estimate)
+    credited = _credited_rules(choice.pick, a.roots, a.original, a.sat.fired if a.sat else {})
     if not credited and not relower:
-        return None, UNCREDITED_NOTE, []
+        rejected.append(Rejection(choice.score, gain, margin, UNCREDITED))
+        return None, "", []
     if deadline.left() < lower_s:
         return None, deadline.note("lowering", "kept the input"), []
     try:
-        return _lower_choice(fusion, a.enc, best.pick, a.roots, a.cls), "", credited
+        return _lower_choice(fusion, a.enc, choice.pick, a.roots, a.cls), "", credited
     except FusionError as err:
-        return None, f"kept the input: the best candidate did not lower ({err})", []
+        rejected.append(Rejection(choice.score, gain, margin, f"it did not lower ({err})"))
+        return None, "", []
 
 
 def _limit_text(limits: Limits, stop: str) -> str:

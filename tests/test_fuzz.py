@@ -64,7 +64,7 @@ def test_a_factored_sum_of_a_bf16_operand_accumulates_in_fp32():
 
     import torch
     big = [torch.empty(512, 512, dtype=torch.bfloat16, device="meta"), torch.empty(512, 512, device="meta")]
-    opt = eqsat.optimize_fusion(fusion, big)
+    opt = eqsat.optimize_fusion(fusion, big, min_gain=0.05)     # the rewrite, not the margin, is tested
     assert opt.report.changed
     sums = [n for n in opt.fusion.nodes if n.op == "sum"]
     assert len(sums) == 1

@@ -75,7 +75,8 @@ def test_an_unmodelled_op_leaves_the_rest_optimized_and_its_error_names_its_line
         fd.add_output(fd.ops.sum(fd.ops.mul(ab, bb), dims=[1]))
         fd.add_output(fd.ops.some_future_op(a, 3))
 
-    opt = eqsat.optimize_fusion(fusion, [torch.empty(512, 512, device="meta")] * 2)
+    # the flat margin: what is tested is the rewrite, not whether the measured error lets it be kept
+    opt = eqsat.optimize_fusion(fusion, [torch.empty(512, 512, device="meta")] * 2, min_gain=0.05)
     assert opt.report.changed and "sum-of-product-factor-right" in opt.report.rules
     assert "fd.ops.some_future_op(T0, 3)" in opt.source
     with pytest.raises(FusionError, match="some_future_op.*not modelled") as info:

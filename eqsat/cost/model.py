@@ -110,12 +110,17 @@ class Estimate:
         return sum(k.flops for k in self.kernels)
 
     @property
+    def device_us(self) -> float:
+        """The kernels' own time (no host cost)."""
+        return sum(k.time_us for k in self.kernels)
+
+    @property
     def time_us(self) -> float:
-        return self.host_us + sum(k.time_us for k in self.kernels)
+        return self.host_us + self.device_us
 
     def summary(self) -> dict:
         return {"kernels": len(self.kernels), "bytes": self.bytes, "flops": self.flops,
-                "time_us": round(self.time_us, 3)}
+                "time_us": round(self.time_us, 3), "device_us": round(self.device_us, 3)}
 
     def explain(self) -> str:
         lines = [f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "

@@ -1,7 +1,9 @@
 """Calibration profiles: the constants of the cost model, per kernel kind.
 
 A profile is a JSON file (``bench/calibrate.py`` writes one); the package ships
-``profiles/h200.json``, the default.
+``profiles/h200.json``, the default. Its optional ``error`` table (``eqsat.cost.error_table``;
+``bench/corpus.py --fit-error`` writes it) is the model's measured error, the margin a rewrite's
+predicted saving must exceed.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from eqsat.errors import FusionError
+
+from .error_table import ErrorTable
 
 KINDS = ("pointwise", "reduction", "normalization")
 
@@ -49,6 +53,7 @@ class Profile:
     host: HostConstants
     kinds: dict[str, KindConstants]
     special_function_weight: float = 4.0
+    error: ErrorTable | None = None      # the measured error by kernel count and time (None: none measured)
 
     @property
     def host_us(self) -> float:
@@ -70,10 +75,18 @@ class Profile:
                     raise ValueError(f"kinds.{k} needs launch_us >= 0 and finite bandwidth_GBps and "
                                      f"gflops > 0, got {c}")
             host = _host(data)
-            return cls(str(data.get("name", where)), host, kinds, float(data.get("special_function_weight", 4.0)))
+            error = None
+            if data.get("error") is not None:
+                try:
+                    error = ErrorTable.from_dict(data["error"])
+                except KeyError as err:
+                    raise KeyError(f"error.{err.args[0]}") from None
+            return cls(str(data.get("name", where)), host, kinds, float(data.get("special_function_weight", 4.0)),
+                       error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us) and "
-                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops}}") from None
+            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
+                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops}} and "
+                              f"optionally an error table (eqsat.cost.error_table)") from None
 
 
 def _host(data: dict) -> HostConstants:
@@ -95,7 +108,7 @@ def _host(data: dict) -> HostConstants:
     return HostConstants(**values)
 
 
-PACKAGED = ("h200", "h200_host_fit")      # profiles/NAME.json; the first is the default
+PACKAGED = ("h200_host_fit", "h200")      # profiles/NAME.json; the first is the default
 
 
 def load_profile(profile=None) -> Profile:
