@@ -52,6 +52,42 @@ def abs_of_abs(k, a: Term):
     return k.Abs(k.Abs(a)), k.Abs(a), []
 
 
+@rule("algebra", signed_zeros=True)
+def abs_of_product(k, a: Term, b: Term):
+    """|a*b| = |a|*|b| for floating a and b, where b is constant along every label of a (a
+    scale: a scalar, or a factor along other axes): the magnitude of an IEEE product is the
+    product of the magnitudes, rounded alike (round-to-nearest is symmetric in sign). Pays: a
+    scale leaves an amax, max_R|y*s| = max_R(|y|*|s|) = max_R|y|*|s|
+    (max-of-product-with-nonnegative-constant: |s| >= 0 by the sign analysis; abs-of-
+    nonnegative then drops the |.| where the analysis knows s >= 0), and max_k|x[i,k]*b[j]|
+    never forms the product over i, k, j. Bounded to such b: where b varies along a's labels
+    (a norm's weight w[h] in |x*rstd*w|), |a|*|b| is one more op over the same space, and the
+    max over rows it lets w leave (max_rows|x*rstd| * |w|) only trades the norm kernel's
+    inner max for an inner-outer one, by a margin within the cost model's noise.
+
+    Special values: exact: NaN in a or b gives NaN on both sides; +-inf gives +inf, and
+    0*inf NaN, on both; a zero product is +0.0 on both sides (|-0.0| and |a|*|b| of zeros
+    are +0.0); overflow and underflow happen at the same magnitude on both. Integer overflow:
+    floating operands only (an integer |INT_MIN| is INT_MIN, and a wrapped product's sign is
+    not the product of the signs)."""
+    return (k.Abs(k.Mul(a, b)), k.Mul(k.Abs(a), k.Abs(b)),
+            [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)])
+
+
+@rule("algebra", signed_zeros=True)
+def abs_of_quotient(k, a: Term, b: Term):
+    """|a/b| = |a|/|b| for floating a and b, where b is constant along every label of a (a
+    scale applied as a division, y / scale_inv; bounded as abs-of-product is): IEEE division,
+    like multiplication, rounds the magnitude alike whatever the signs.
+
+    Special values: exact: NaN alike; a/0 is +-inf and 0/0 NaN on the left, |a|/+0.0 is
+    +inf and 0/0 NaN on the right (|a/-0.0| = +inf too); inf/inf is NaN on both; a zero
+    quotient is +0.0 on both sides; overflow and underflow at the same magnitude. Integer
+    overflow: floating operands only (integer division truncates, and INT_MIN / -1 wraps)."""
+    return (k.Abs(k.Div(a, b)), k.Div(k.Abs(a), k.Abs(b)),
+            [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)])
+
+
 @rule("algebra")
 def abs_of_nonnegative(k, a: Term):
     """|a| = a when a >= 0 (an exp, a square, an earlier abs...).
@@ -82,6 +118,20 @@ def cast_round_trip(k, x: Term, D: DType, E: DType):
     signed zero included; an integer dtype widens only to one that holds its whole range (no
     overflow)."""
     return k.Cast(D, k.Cast(E, x)), x, [k.has_dtype(x, D), k.widens(D, E)]
+
+
+@rule("algebra", signed_zeros=True)
+def cast_after_exact_widening(k, x: Term, E: DType, F: DType):
+    """cast(cast(x, E), F) = cast(x, F) when x's dtype D widens exactly to E, E to F, and D
+    to F (bf16 -> fp32 -> fp64 is bf16 -> fp64): every cast of the chain keeps x's value, so
+    both sides hold the value x in F. With cast-round-trip it removes a longer round trip
+    (bf16 -> fp32 -> fp64 -> bf16 is x). Only exact widenings (``k.widens``) are collapsed:
+    a rounding cast in the chain (fp32 -> bf16 -> fp64), or an int32 -> fp32 step, is not.
+
+    Special values: exact: each cast holds NaN, +-inf and a signed zero as they were; integer
+    widenings hold the whole range of the narrower type (no overflow)."""
+    return k.Cast(F, k.Cast(E, x)), k.Cast(F, x), [k.widens(k.dtype(x), E), k.widens(E, F),
+                                                   k.widens(k.dtype(x), F)]
 
 
 @rule("algebra", signed_zeros=True)

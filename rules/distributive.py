@@ -169,6 +169,38 @@ def min_of_product_with_nonnegative_constant(k, a: Term, c: Term, R: Axes):
             [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c))])
 
 
+@rule("distributive", special_values="c = +-0.0 (a/0 is +-inf, or NaN for a = 0, on the left "
+                                     "element by element; -0.0 reverses the order), or c = +inf "
+                                     "where a has +-inf")
+def max_of_quotient_by_nonnegative_constant(k, a: Term, c: Term, R: Axes):
+    """Max_R(a/c) = Max_R(a)/c when c >= 0 lacks R: dividing by c > 0 is monotone, in floating
+    point (rounding is monotone). Pays as the product rule does: a scale applied as y /
+    scale_inv leaves an amax (with abs-of-quotient: max_R|y/c| = max_R|y| / |c|).
+
+    Special values: NaN in a or c: NaN on both sides. inf: c = +0.0 and a = [0, 1] give
+    max(NaN, inf) = NaN on the left and 1/0 = inf on the right; c = -0.0 (which c >= 0
+    admits) reverses the order (a = [1, -1]: inf vs -inf); c = +inf and a = [-inf, 1] give
+    NaN vs 1/inf = 0 (flagged); exact for finite c > 0, overflow and underflow included
+    (a/c rounds monotonically). Signed zero: not kept. Integer overflow: floating point
+    only (integer division truncates, and by 0 it is undefined)."""
+    return (k.Max(R, k.Div(a, c)), k.Div(k.Max(R, a), c),
+            [k.constant_along(c, R), k.nonneg(c), k.floating(a), k.floating(c)])
+
+
+@rule("distributive", special_values="c = +-0.0 (a/0 is +-inf, or NaN for a = 0, on the left "
+                                     "element by element; -0.0 reverses the order), or c = +inf "
+                                     "where a has +-inf")
+def min_of_quotient_by_nonnegative_constant(k, a: Term, c: Term, R: Axes):
+    """Min_R(a/c) = Min_R(a)/c when c >= 0 lacks R (floating point: see the max rule).
+
+    Special values: as the max rule: NaN alike; c = +-0.0 where a has a 0 or both signs, or
+    c = +inf where a has +-inf, differ (flagged); exact for finite c > 0, overflow and
+    underflow included; signed zero not kept; integer overflow and truncation: floating
+    point only."""
+    return (k.Min(R, k.Div(a, c)), k.Div(k.Min(R, a), c),
+            [k.constant_along(c, R), k.nonneg(c), k.floating(a), k.floating(c)])
+
+
 @rule("distributive", special_values="n additions and one multiplication by n may round to "
                                      "different sides of overflow (inf vs the largest float)")
 def sum_over_axes_it_lacks(k, x: Term, R: Axes):

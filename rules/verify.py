@@ -341,7 +341,11 @@ def _draw_case(rule, rng: random.Random, values: str):
     k = EvalNamespace(extents)
     # the categories of special values each batch instance meets, in all its variables
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
-    env = [_draw_variable(kind, rng, extents, values, themes) for _, kind in rule.variables]
+    env: list = []
+    for _, kind in rule.variables:
+        earlier = [v.dtype if isinstance(v, Named) else v
+                   for v, (_, drawn) in zip(env, rule.variables) if drawn in (Term, DType)]
+        env.append(_draw_variable(kind, rng, extents, values, themes, earlier))
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
     except ValueError:
@@ -357,10 +361,12 @@ def _draw_case(rule, rng: random.Random, values: str):
 BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
 
 
-def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,)):
-    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`)."""
+def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,),
+                   earlier=()):
+    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`);
+    ``earlier``: the dtype codes of the term and dtype variables drawn before it."""
     if kind is DType:
-        return rng.choice(_FLOAT_CODES + _INT_CODES)
+        return _draw_dtype(rng, earlier)
     if kind is Correction:
         return rng.choice([0, 1, 2, 3])
     if kind is Axes:                                   # not the batch label
@@ -370,6 +376,22 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
     code = rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35 else _DOUBLE
     return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
                           values=values if rng.random() < 0.8 else "finite only", themes=themes)
+
+
+def _draw_dtype(rng: random.Random, earlier) -> int:
+    """A dtype code: half the time one that the last of ``earlier`` widens to exactly, a
+    quarter of the time one of ``earlier``, so that the conditions of cast rules on a value's
+    own dtype and its exact widenings (cast-round-trip, cast-after-exact-widening) hold on a
+    fair share of the cases."""
+    codes = _FLOAT_CODES + _INT_CODES
+    r = rng.random()
+    wider = sorted(w for n, w in _WIDENS if earlier and n == earlier[-1] and w in codes)
+    if wider and r < 0.5:
+        return rng.choice(wider)
+    seen = sorted({c for c in earlier if c in codes})
+    if seen and r < 0.75:
+        return rng.choice(seen)
+    return rng.choice(codes)
 
 
 def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only",

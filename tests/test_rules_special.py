@@ -18,7 +18,8 @@ from eqsat.rules.verify import special_values, values_for, verify, verify_rule
 
 MAX_MIN_RULES = ["max-of-sum-with-constant", "max-of-sum-with-constant-left", "min-of-sum-with-constant",
                  "max-of-difference-with-constant", "min-of-difference-with-constant",
-                 "max-of-product-with-nonnegative-constant", "min-of-product-with-nonnegative-constant"]
+                 "max-of-product-with-nonnegative-constant", "min-of-product-with-nonnegative-constant",
+                 "max-of-quotient-by-nonnegative-constant", "min-of-quotient-by-nonnegative-constant"]
 
 
 # -- what each rule says -----------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""The FP8 amax families (issue 17, ``eqsat.testing.fp8_amax``) on a GPU, side by side in one
+run: nvFuser on the definition as given, on eqsat's output and on the split written by hand;
+torch eager; torch.compile. Per run: ``us`` at steady state (calls issued back to back; the
+speedups are of this), ``latency_us`` (one call at a time, host cost inside), ``device_us``
+(the kernels' own time, torch.profiler), the kernels, and whether the outputs agree with
+torch eager (dtype tolerance). The table ends with eqsat / hand split at steady state; the
+target (H200, 16384x4096 bf16): within 1.05x for rmsnorm and swiglu.
+
+    python bench/fp8_amax.py [--families rmsnorm,swiglu] [--shape 16384x4096]
+                             [--amax-of scaled|unscaled|both] [--min-gain F] [--runs 100] [--quick]
+                             [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+from gpu_timing import kernel_count_and_time, throughput_us, time_us
+
+import eqsat
+from eqsat.lowering.nvfuser import to_nvfuser
+from eqsat.reference.compare import mismatch
+from eqsat.testing.fp8_amax import DEMO_SHAPE, FAMILIES, definition, make_inputs, torch_reference
+
+TARGET, TARGETED = 1.05, ("rmsnorm", "swiglu")      # eqsat / hand split, at steady state
+GIVEN, OURS, HAND = "nvFuser as given", "nvFuser + eqsat", "nvFuser hand split"
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated, of {', '.join(FAMILIES)} (default: all)")
+    parser.add_argument("--shape", default="x".join(map(str, DEMO_SHAPE)), help="N x H (default %(default)s)")
+    parser.add_argument("--amax-of", choices=["scaled", "unscaled", "both"], default="scaled",
+                        help="the amax of |y * s| (default), of |y| (delayed scaling), or both")
+    parser.add_argument("--min-gain", type=float,
+                        help="optimize_fusion's min_gain (default: the profile's margin, the cost model's error)")
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="skip torch.compile")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    args.families = [f for f in args.families.split(",") if f]
+    unknown = [f for f in args.families if f not in FAMILIES]
+    if unknown:
+        parser.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    args.shape = tuple(int(n) for n in args.shape.lower().split("x"))
+    return args
+
+
+def measure(family: str, scaled: bool, shape, runs: int, quick: bool, min_gain=None) -> list[dict]:
+    """The rows of one family and form at ``shape``: one per run."""
+    inputs = make_inputs(family, *shape, device="cuda")
+    as_given = definition(family, scaled_amax=scaled)
+    opt = eqsat.optimize_fusion(as_given, inputs, min_gain=min_gain)
+    fds = {GIVEN: to_nvfuser(eqsat.from_function(as_given)), OURS: opt.to_nvfuser(),
+           HAND: to_nvfuser(eqsat.from_function(definition(family, split=True, scaled_amax=scaled)))}
+    reference = torch_reference(family, scaled_amax=scaled)
+    calls = {label: (lambda fd=fd: fd.execute(inputs)) for label, fd in fds.items()}
+    calls["torch eager"] = lambda: reference(*inputs)
+    if not quick:
+        compiled = torch.compile(reference)
+        calls["torch.compile"] = lambda: compiled(*inputs)
+    want = reference(*inputs)
+    case = f"{family} amax of |{'y*s' if scaled else 'y'}|"
+    b, a = opt.report.before, opt.report.after
+    print(f"\n{case} {'x'.join(map(str, shape))}  (eqsat predicts {b.time_us:.0f} -> {a.time_us:.0f} us, "
+          f"{len(b.kernels)} -> {len(a.kernels)} kernels; rules {', '.join(opt.report.rules) or 'none'})")
+    rows = []
+    for label, fn in calls.items():
+        problems = [p for p in (mismatch(g, w) for g, w in zip(fn(), want, strict=True)) if p]
+        us, latency = throughput_us(fn, runs), time_us(fn, runs)
+        kernels, device = kernel_count_and_time(fn)
+        print(f"  {label:20s} {us:9.1f} us ({latency:7.1f} us latency, {device:7.1f} us on the GPU)  "
+              f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}")
+        rows.append({"family": family, "amax_of": "y*s" if scaled else "y", "shape": list(shape), "run": label,
+                     "us": us, "latency_us": latency, "device_us": device, "kernels": kernels,
+                     "agrees": not problems, "predicted_us": {"before": b.time_us, "after": a.time_us}})
+    return rows
+
+
+def table(rows) -> str:
+    """Per case: each run's steady-state time and speedup over nvFuser as given, and eqsat /
+    hand split at steady state and on the GPU alone (the target where it applies)."""
+    cases: dict[tuple, dict] = {}
+    for r in rows:
+        cases.setdefault((r["family"], r["amax_of"], tuple(r["shape"])), {})[r["run"]] = r
+    names = list(dict.fromkeys(r["run"] for r in rows))
+    lines = [f"{'family':10s} {'amax':4s} {'shape':>10s}  " + "  ".join(f"{n:>20s}" for n in names)
+             + "  eqsat/hand  (GPU alone)"]
+    for (family, amax_of, shape), runs in cases.items():
+        base = runs[GIVEN]["us"]
+        cells = [f"{runs[n]['us']:8.1f} us {base / runs[n]['us']:5.2f}x" if n in runs else f"{'-':>20s}"
+                 for n in names]
+        ratio = runs[OURS]["us"] / runs[HAND]["us"]
+        verdict = ("" if family not in TARGETED else "  target met" if ratio <= TARGET
+                   else f"  target {TARGET}x MISSED")
+        lines.append(f"{family:10s} {amax_of:4s} {'x'.join(map(str, shape)):>10s}  " + "  ".join(cells)
+                     + f"  {ratio:10.3f}  ({runs[OURS]['device_us'] / runs[HAND]['device_us']:.3f}){verdict}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/fp8_amax.py needs a CUDA GPU and nvFuser", file=sys.stderr)
+        return 2
+    forms = {"scaled": [True], "unscaled": [False], "both": [True, False]}[args.amax_of]
+    rows = [r for family in args.families for scaled in forms
+            for r in measure(family, scaled, args.shape, args.runs, args.quick, args.min_gain)]
+    print("\n" + table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+    return 0 if all(r["agrees"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
