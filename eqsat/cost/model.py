@@ -38,9 +38,9 @@ count and bytes are not additive over nodes:
 3. **Time** = host cost + sum over kernels of (launch + max(bytes / bandwidth, flops /
    throughput)), with the constants of the kernel's kind from the profile. The host cost is
    nvFuser's per ``execute`` at steady state: a base, and a cost per segment (kernel), per
-   input, output, op and resize op (the profile's ``host``; the default H200 profile charges
-   the base alone, its ``h200_host_fit`` twin the fit of bench/host_cost.py, where a segment
-   costs about 12 µs of host time, more than most kernels' device time).
+   input, output, op and resize op (the profile's ``host``; the default H200 profile,
+   ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 12 µs of
+   host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
 from __future__ import annotations
 
