@@ -8,13 +8,16 @@ the torch executor instead of being compiled by nvFuser.
 On a GPU with Thunder 0.2.6 and nvFuser 0.2.35 (marker ``gpu``; skipped elsewhere with the
 reason): the transform on real Thunder (a region rewritten, the fallback), and a training step
 of small Llama-, GPT-2- and BERT-like models (from ``transformers``, and in plain torch:
-``thunder_models.py``) under Thunder + eqsat against Thunder alone. Run them with
+``thunder_models.py``) under Thunder + eqsat against eager PyTorch in float32 and against
+Thunder alone (the comparison with eager is checked on CPU here). Run them with
 ``python3 -m pytest -m gpu tests/test_thunder.py -s`` (``-s`` shows the per-region reports).
 """
 import copy
 import json
+import os
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
@@ -553,42 +556,76 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
 
 # small configurations of models from transformers (random weights, no dropout: a training step
 # is deterministic), and their likes in plain torch (tests/thunder_models.py), which Thunder 0.2.6
-# traces whatever version of transformers is installed
-BATCH, SEQ, VOCAB = 2, 64, 512
+# traces whatever version of transformers is installed. One layer: a second adds regions of the
+# same ops at the same shapes (and eqsat's time on each), nothing new to check
+BATCH, SEQ, VOCAB, LAYERS = 2, 64, 512, 1
 HF_MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
-              dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+              dict(hidden_size=256, intermediate_size=512, num_hidden_layers=LAYERS, num_attention_heads=4,
                    num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=SEQ)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
-             dict(n_embd=256, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=SEQ, resid_pdrop=0.0,
+             dict(n_embd=256, n_layer=LAYERS, n_head=4, vocab_size=VOCAB, n_positions=SEQ, resid_pdrop=0.0,
                   embd_pdrop=0.0, attn_pdrop=0.0)),
     "bert": ("BertConfig", "BertForMaskedLM",
-             dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+             dict(hidden_size=256, intermediate_size=512, num_hidden_layers=LAYERS, num_attention_heads=4,
                   vocab_size=VOCAB, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0)),
 }
-TORCH_MODELS = {"llama-like": lambda: thunder_models.LlamaLike(VOCAB),
-                "gpt2-like": lambda: thunder_models.GPT2Like(VOCAB, SEQ),
-                "bert-like": lambda: thunder_models.BertLike(VOCAB, SEQ)}
+TORCH_MODELS = {"llama-like": lambda: thunder_models.LlamaLike(VOCAB, layers=LAYERS),
+                "gpt2-like": lambda: thunder_models.GPT2Like(VOCAB, SEQ, layers=LAYERS),
+                "bert-like": lambda: thunder_models.BertLike(VOCAB, SEQ, layers=LAYERS)}
+
+# A run's loss and gradients against eager PyTorch's: the same step in float32 from the same
+# weights (the bf16 ones, widened exactly) and token ids. A gradient deviates where
+#   |g - e| > GRAD_RTOL * |e| + GRAD_FLOOR * rms * sqrt(numel)
+# (|.|: the L2 norm over the tensor; e: eager's gradient; rms: the root mean square of every
+# element of every eager gradient of the model). The first term is bf16's error relative to the
+# tensor itself: bf16 runs (eager, and Thunder on CPU) are within 2% of float32 on these models
+# (1.9% for the worst tensor over 3 seeds), so 5% is 2.5x that. The floor is 1% of what a tensor of
+# that size would weigh at the model's typical gradient element, for tensors whose true gradient
+# nearly cancels (the query biases: 3-4% of that), where bf16's error is relative to the
+# gradients summed, not to their sum. A gradient that is garbage or zero is off by 100% of
+# |e|, far beyond either. Measured on CPU (6 seeds, 1 and 2 layers, eager bf16 and Thunder's
+# torch executor against eager float32): the worst error is 27% of what is allowed, and every
+# tensor's |e| is at least twice it (the BERT-like's query bias), so a zeroed one is caught.
+# (Relative to the largest value of the reference alone, as ``mismatch`` is, a reference that
+# is wrongly ~0 fails any run and blames it: what Thunder alone did on the H200.)
+GRAD_RTOL, GRAD_FLOOR, LOSS_RTOL = 0.05, 0.01, 1e-2
 
 
-def _model(name):
-    """(the model on CUDA in bf16, its loss as a function of the model)."""
+def _model(name, device="cuda"):
+    """(the model on ``device`` in bf16, its loss as a function of the model)."""
     torch.manual_seed(0)
-    ids = torch.randint(0, VOCAB, (BATCH, SEQ), device="cuda")
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), device=device)
     if name in TORCH_MODELS:
-        return TORCH_MODELS[name]().to("cuda", torch.bfloat16), lambda m: m(ids)
+        return TORCH_MODELS[name]().to(device, torch.bfloat16), lambda m: m(ids)
     transformers = pytest.importorskip("transformers", reason="needs transformers for its Llama, GPT-2 and BERT")
     config_cls, model_cls, kwargs = HF_MODELS[name]
     config = getattr(transformers, config_cls)(**kwargs)
     config._attn_implementation = "sdpa"
-    model = getattr(transformers, model_cls)(config).to("cuda", torch.bfloat16)
+    model = getattr(transformers, model_cls)(config).to(device, torch.bfloat16)
     return model, lambda m: m(input_ids=ids, labels=ids).loss
 
 
-def _training_step(thunder, model, loss_fn, transforms, how):
+def _grads(model) -> dict:
+    return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _eager_step(model, loss_fn):
+    """(loss, {parameter: grad}) of one step of a float32 copy of ``model`` in eager PyTorch:
+    the reference both Thunder runs are held to. ``model`` itself is left untouched."""
+    wide = copy.deepcopy(model).float()
+    loss = loss_fn(wide)
+    loss.backward()
+    return loss.detach(), _grads(wide)
+
+
+def _training_step(thunder, model, loss_fn, transforms, how, save_as=None):
     """(loss, {parameter: grad}) of one step of ``model`` compiled by Thunder, ``how``:
-    "jit" (thunder.jit) or "dynamo" (torch.compile with Thunder as its backend)."""
+    "jit" (thunder.jit) or "dynamo" (torch.compile with Thunder as its backend). Under jit,
+    where $EQSAT_THUNDER_TRACES names a folder, Thunder's final forward and backward traces
+    (the regions, and which one gives each gradient) go there as ``save_as``-forward.py and
+    ``save_as``-backward.py."""
     if how == "jit":
         compiled = thunder.jit(model, transforms=transforms)
     else:
@@ -597,50 +634,161 @@ def _training_step(thunder, model, loss_fn, transforms, how):
         compiled = torch.compile(model, backend=ThunderCompiler(transforms=transforms))
     loss = loss_fn(compiled)
     loss.backward()
-    torch.cuda.synchronize()
-    return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    if loss.is_cuda:
+        torch.cuda.synchronize()
+    folder = os.environ.get("EQSAT_THUNDER_TRACES")
+    if folder and save_as and how == "jit":
+        os.makedirs(folder, exist_ok=True)
+        for kind, traces in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces)):
+            with open(os.path.join(folder, f"{save_as}-{kind}.py"), "w") as f:
+                f.write(str(traces(compiled)[-1]))
+    return loss.detach(), _grads(model)
+
+
+def _arange_bytes(t: torch.Tensor) -> str:
+    """Where the bytes of ``t`` begin with ``torch.arange(n)`` as int64 (n >= 8), a note
+    saying so: a buffer that held such a tensor (the models' positions) and was never written
+    as this one. Thunder alone on the H200 gave blocks.0.proj.bias of the GPT-2-like a gradient
+    whose largest value was 5.79e-39, the bf16 of the bits 0x003F = 63: torch.arange(64)'s
+    bytes read as bf16[256]."""
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    n = raw.numel() // 8
+    if n < 8:
+        return ""
+    ints = raw[:8 * n].view(torch.int64).cpu()
+    prefix = int((ints == torch.arange(n)).long().cumprod(0).sum())
+    return f"; its first {8 * prefix} bytes are torch.arange({prefix}) as int64" if prefix >= 8 else ""
+
+
+def _off_eager(loss, grads: dict, eager_loss, eager_grads: dict) -> dict[str, str]:
+    """Where a run's loss and gradients deviate from eager PyTorch's (GRAD_RTOL, GRAD_FLOOR,
+    LOSS_RTOL above): {"loss" or parameter: why}; empty where they all agree."""
+    off = {}
+    got, want = float(loss), float(eager_loss)
+    if not abs(got - want) <= LOSS_RTOL * abs(want):
+        off["loss"] = f"{got:.6f}, eager {want:.6f}"
+    squares = sum(float(e.double().pow(2).sum()) for e in eager_grads.values())
+    rms = (squares / max(1, sum(e.numel() for e in eager_grads.values()))) ** 0.5
+    for name, e in eager_grads.items():
+        g = grads.get(name)
+        if g is None:
+            off[name] = "no gradient, where eager has one"
+            continue
+        if g.shape != e.shape:
+            off[name] = f"shape {tuple(g.shape)}, eager's {tuple(e.shape)}"
+            continue
+        e64, g64 = e.double(), g.double()
+        error, norm = float((g64 - e64).norm()), float(e64.norm())
+        allowed = GRAD_RTOL * norm + GRAD_FLOOR * rms * e.numel() ** 0.5
+        if not error <= allowed:         # NaN too
+            off[name] = (f"|difference| {error:.3g} exceeds {allowed:.3g} (|eager| {norm:.3g}; max |value| "
+                         f"{float(g64.abs().max()):.3g}, eager's {float(e64.abs().max()):.3g}){_arange_bytes(g)}")
+    for name in grads.keys() - eager_grads.keys():
+        off[name] = "a gradient, where eager has none"
+    return off
+
+
+# the gradient that differed between the two runs on the H200 (Thunder alone's held
+# torch.arange(64)'s bytes); the llama-like had none, one of its norms' weights stands in
+FAILED_ON_THE_H200 = {"llama-like": "blocks.0.norm1.weight", "gpt2-like": "blocks.0.proj.bias",
+                      "bert-like": "token_type.weight"}
+
+
+@pytest.mark.parametrize("name", [*TORCH_MODELS])
+def test_the_comparison_with_eager_takes_bf16_and_catches_a_wrong_gradient(name):
+    """On CPU, no Thunder: a bf16 eager step of each plain-torch model agrees with the float32
+    one (its loss and every gradient within the tolerance above), and a gradient made zero,
+    or holding torch.arange(64)'s bytes (what Thunder alone gave on the H200), is caught, also
+    for the tensor whose true gradient is smallest relative to the model's."""
+    model, loss_fn = _model(name, device="cpu")
+    eager_loss, eager_grads = _eager_step(model, loss_fn)
+    bf16 = copy.deepcopy(model)
+    loss = loss_fn(bf16)
+    loss.backward()
+    loss, grads = loss.detach(), _grads(bf16)
+    assert grads.keys() == eager_grads.keys() and loss.dtype == torch.float32
+    assert _off_eager(loss, grads, eager_loss, eager_grads) == {}
+    smallest = min(eager_grads, key=lambda n: float(eager_grads[n].norm()) / eager_grads[n].numel() ** 0.5)
+    for victim in {smallest, FAILED_ON_THE_H200[name]}:
+        for wrong in (torch.zeros_like(grads[victim]),
+                      torch.arange(grads[victim].numel() // 4).view(grads[victim].dtype).view(grads[victim].shape)):
+            off = _off_eager(loss, {**grads, victim: wrong}, eager_loss, eager_grads)
+            assert list(off) == [victim], off
+            if wrong.any():
+                assert "are torch.arange" in off[victim]
+    assert list(_off_eager(loss * 1.1, grads, eager_loss, eager_grads)) == ["loss"]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", [*HF_MODELS, *TORCH_MODELS])
-def test_a_training_step_under_eqsat_matches_thunder_alone(name):
-    """Loss and every gradient of one training step (bf16, 2 layers, batch 2 x 64 tokens),
-    Thunder + eqsat against Thunder alone, within bf16's tolerance (2% of the largest
-    magnitude of each); the regions eqsat rewrote are counted and listed (``-s``). eqsat runs
-    with ``min_gain=0``: every rewrite the cost model predicts cheaper at all is made (by
-    default a saving must exceed the model's measured error, which few regions of models this
-    small do), so that the rewrites are what is checked. No region may need the fallback. A transformers model that Thunder 0.2.6 alone cannot compile (by
-    thunder.jit, then through torch.compile) is skipped with Thunder's error."""
+def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
+    """One training step (bf16, one layer, batch 2 x 64 tokens) three ways from the same
+    weights and tokens: eager PyTorch in float32 (the reference), Thunder alone, and Thunder +
+    eqsat. Thunder + eqsat must match eager (loss and every gradient: GRAD_RTOL, GRAD_FLOOR
+    above) and, where Thunder alone matches eager, Thunder alone within bf16's tolerance (2% of
+    the largest magnitude of each tensor). Where Thunder alone deviates from eager and Thunder
+    + eqsat does not (or deviates only where Thunder alone does, with no region rewritten, so
+    that only Thunder's definitions ran), the test is an xfail naming Thunder: eqsat is not to
+    blame for Thunder's result. eqsat runs with ``min_gain=0``: every rewrite the cost model
+    predicts cheaper at all is made (by default a saving must exceed the model's measured
+    error, which few regions of models this small do), so that the rewrites are what is
+    checked; the regions rewritten are counted and listed (``-s``). No region may need the
+    fallback. transformers' models are compiled through torch.compile with Thunder as its
+    backend first (Thunder 0.2.6's own jit fails on transformers 5), then by thunder.jit; one
+    that Thunder alone cannot compile either way is skipped with Thunder's errors."""
     thunder = _cuda_thunder()
     model, loss_fn = _model(name)
+    clock = time.perf_counter()
+    eager_loss, eager_grads = _eager_step(model, loss_fn)
+    seconds = {"eager": time.perf_counter() - clock}
     reference = copy.deepcopy(model)
     how, errors = None, []
-    for attempt in ("jit",) if name in TORCH_MODELS else ("jit", "dynamo"):
+    clock = time.perf_counter()
+    for attempt in ("jit",) if name in TORCH_MODELS else ("dynamo", "jit"):
         try:
-            want_loss, want_grads = _training_step(thunder, reference, loss_fn, [], attempt)
+            want_loss, want_grads = _training_step(thunder, reference, loss_fn, [], attempt, f"{name}-thunder")
             how = attempt
             break
         except Exception as err:  # Thunder 0.2.6 itself fails on some transformers models under torch 2.11
             errors.append(f"{attempt}: {type(err).__name__}: {str(err).strip()[:200]}")
             reference.zero_grad(set_to_none=True)
+    seconds["Thunder alone"] = time.perf_counter() - clock
     if how is None and name not in TORCH_MODELS:
         pytest.skip(f"Thunder 0.2.6 alone fails on transformers' {name}: {'; '.join(errors)}")
     assert how is not None, f"Thunder 0.2.6 alone fails on {name}: {errors}"
     opt = et.Optimize(min_gain=0.0)     # every rewrite predicted cheaper is made, and checked here
+    clock = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", EqsatThunderWarning)
-        got_loss, got_grads = _training_step(thunder, model, loss_fn, [opt], how)
+        got_loss, got_grads = _training_step(thunder, model, loss_fn, [opt], how, f"{name}-eqsat")
+    seconds["Thunder + eqsat"] = time.perf_counter() - clock
     report = opt.report
     rewritten = report.rewritten()
-    print(f"\n{name} ({how}): loss {got_loss.item():.6f} (Thunder alone {want_loss.item():.6f}); "
-          f"{len(rewritten)} of {len(report.regions)} regions rewritten: "
-          f"{', '.join(f'{r.trace} {r.region}' for r in rewritten) or 'none'}\n{report}")
+    thunder_off = _off_eager(want_loss, want_grads, eager_loss, eager_grads)
+    eqsat_off = _off_eager(got_loss, got_grads, eager_loss, eager_grads)
+    print(f"\n{name} ({how}): loss {got_loss.item():.6f} (Thunder alone {want_loss.item():.6f}, eager "
+          f"float32 {eager_loss.item():.6f}); {len(rewritten)} of {len(report.regions)} regions rewritten: "
+          f"{', '.join(f'{r.trace} {r.region}' for r in rewritten) or 'none'}; against eager: Thunder alone "
+          f"{thunder_off or 'agrees'}, Thunder + eqsat {eqsat_off or 'agrees'}; seconds: "
+          f"{', '.join(f'{k} {v:.1f}' for k, v in seconds.items())}\n{report}")
     assert report.regions, "no nvFuser region went through eqsat"
     if how == "jit":
         assert {r.trace for r in report.regions} == {"forward", "backward"}
-    problem = mismatch(got_loss.float(), want_loss.float(), rtol=2e-2)
-    assert problem is None, f"loss: {problem}"
-    assert got_grads.keys() == want_grads.keys()
-    bad = {n: p for n in want_grads if (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))}
-    assert not bad, f"gradients differ: {bad}"
     assert not report.fallbacks(), f"regions eqsat failed on: {[str(w.message) for w in caught]}"
+    if eqsat_off:
+        if not rewritten and eqsat_off.keys() <= thunder_off.keys():
+            pytest.xfail(f"Thunder 0.2.6 deviates from eager PyTorch, alone and under eqsat, which rewrote no "
+                         f"region (only Thunder's definitions ran): alone {thunder_off}; under eqsat {eqsat_off}")
+        also = sorted(eqsat_off.keys() & thunder_off.keys())
+        pytest.fail(f"Thunder + eqsat deviates from eager PyTorch: {eqsat_off}"
+                    + (f" (Thunder alone deviates too at {also})" if also else "")
+                    + f"; Thunder alone against eager: {thunder_off or 'agrees'}", pytrace=False)
+    # eqsat against Thunder alone, where Thunder alone is right: bf16's tolerance, element by element
+    if "loss" not in thunder_off:
+        problem = mismatch(got_loss.float(), want_loss.float(), rtol=2e-2)
+        assert problem is None, f"loss against Thunder alone: {problem}"
+    bad = {n: p for n in want_grads if n not in thunder_off and (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))}
+    assert not bad, f"gradients differ from Thunder alone's (which agree with eager): {bad}"
+    if thunder_off:
+        pytest.xfail(f"Thunder 0.2.6 alone deviates from eager PyTorch where Thunder + eqsat agrees with it "
+                     f"(Thunder's result, not eqsat's): {thunder_off}")
