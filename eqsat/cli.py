@@ -197,8 +197,8 @@ def main(argv=None) -> int:
     opt.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
     opt.add_argument("--min-gain", type=_fraction, default=None,
                      help="least predicted time saving (a fraction) worth a change, instead of the "
-                          "cost model's measured error at the fusion's size and kernel count (the "
-                          f"profile's error table; {MIN_GAIN} where it has none)")
+                          "cost model's measured error on a saving at the fusion's size and kernel "
+                          f"count (the profile's error table; {MIN_GAIN} where it has none)")
     opt.add_argument("--verify-on-gpu", action="store_true",
                      help="compile the input and the best few candidates with nvFuser, check their "
                           "outputs agree on the file's inputs and time them on this machine's GPU; keep "

@@ -252,10 +252,11 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     ``limits`` bounds saturation; ``profile`` is a calibration profile (a path or dict).
 
     A candidate is kept only where its predicted saving (``1 - after / before`` of the
-    steady-state time) exceeds a margin: by default the cost model's measured error, from the
-    profile's error table (``eqsat.cost.error_table``), at the input's kernel count and
-    predicted time or the candidate's, whichever is larger (``MIN_GAIN``, 5%, where the
-    profile has none); ``min_gain`` (a fraction) replaces it. ``report.rejected`` lists the
+    steady-state time) exceeds a margin: by default the cost model's measured error on a
+    saving, from the profile's error table (``eqsat.cost.error_table``: the saving recorded
+    candidates were predicted and did not deliver on the GPU), at the input's kernel count and
+    predicted time (``MIN_GAIN``, 5%, where the profile has none); ``min_gain`` (a fraction)
+    replaces it. ``report.rejected`` lists the
     candidates not kept, with their saving, margin and why.
 
     ``verify="gpu"``: instead of the margin, the GPU at hand decides. The input (as eqsat
