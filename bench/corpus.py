@@ -28,6 +28,7 @@ refitted, after a change to the cost model or a new recorded run, with this one 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -199,18 +200,20 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
     ``--profile`` naming it and ``--min-gain 0``): the saving each candidate was predicted and
     did not deliver at steady state, bucketed by the input's predicted kernels and time. The
     table is written into the profile's file."""
+    rows = []
+    for run in runs:
+        with open(run) as f:
+            rows += [r for r in json.load(f)["rows"] if "error" not in r and r.get("changed")]
     for profile in profiles:
+        name = _profile_name(profile)
         samples = []
-        for run in runs:
-            with open(run) as f:
-                rows = json.load(f)["rows"]
-            for r in rows:
-                if "error" in r or not r.get("changed") or not _same_profile(r.get("profile"), profile):
-                    continue
-                b, a = r["predicted_before"], r["predicted_after"]
-                samples.append((b["kernels"], b["time_us"],
-                                shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
-                                          r["optimized"]["steady_us"])))
+        for r in rows:
+            if _profile_name(r.get("profile")) != name:
+                continue
+            b, a = r["predicted_before"], r["predicted_after"]
+            samples.append((b["kernels"], b["time_us"],
+                            shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
+                                      r["optimized"]["steady_us"])))
         if not samples:
             print(f"{profile}: no recorded pair was made with it (record one with --profile and "
                   f"--min-gain 0); its table is left as it is", file=sys.stderr)
@@ -231,10 +234,11 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
     return 0
 
 
-def _same_profile(recorded, profile: str) -> bool:
-    """Whether a row recorded under ``recorded`` (a --profile value, None: the default) was
-    made by the profile file ``profile``."""
-    return load_profile(recorded).name == load_profile(profile).name
+@functools.lru_cache(maxsize=None)
+def _profile_name(profile) -> str:
+    """The name of the profile a --profile value (None: the default) or a profile file loads:
+    a recorded pair counts for the profile of the same name."""
+    return load_profile(profile).name
 
 
 def _compact(text: str) -> str:

@@ -43,6 +43,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from eqsat.testing.thunder_models import RMSNorm  # noqa: E402
 from eqsat.verification.timing import throughput_us  # noqa: E402
 
 LOSS_RTOL = 2e-2
@@ -76,16 +77,6 @@ def hf_configs(n: int) -> dict:
 
 
 MODELS = (*hf_configs(1), "fp8_current", "fp8_current_emu")
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
-
-    def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
 def fp8_current(x, emulate: bool):
@@ -153,6 +144,7 @@ def build(variant: str, model, how, args):
     if variant == "torch.compile":
         return torch.compile(model), None
     import thunder
+
     import eqsat.thunder
     opt = None
     if variant == "Thunder+eqsat":

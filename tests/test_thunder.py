@@ -8,7 +8,7 @@ the torch executor instead of being compiled by nvFuser.
 On a GPU with Thunder 0.2.6 and nvFuser 0.2.35 (marker ``gpu``; skipped elsewhere with the
 reason): the transform on real Thunder (a region rewritten, the fallback), and a training step
 of small Llama-, GPT-2- and BERT-like models (from ``transformers``, and in plain torch:
-``thunder_models.py``) under Thunder + eqsat against eager PyTorch in float32 and against
+``eqsat.testing.thunder_models``) under Thunder + eqsat against eager PyTorch in float32 and against
 Thunder alone (the comparison with eager is checked on CPU here). Run them with
 ``python3 -m pytest -m gpu tests/test_thunder.py -s`` (``-s`` shows the per-region reports).
 """
@@ -21,7 +21,6 @@ import time
 import warnings
 
 import pytest
-import thunder_models
 import torch
 
 import eqsat
@@ -29,7 +28,7 @@ from eqsat.cost.profile import Profile
 from eqsat.egraph.saturate import Limits
 from eqsat.ir.dtypes import DataType
 from eqsat.reference.compare import mismatch
-from eqsat.testing import seeds
+from eqsat.testing import seeds, thunder_models
 
 try:
     import eqsat.thunder as et
@@ -555,7 +554,7 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
 
 
 # small configurations of models from transformers (random weights, no dropout: a training step
-# is deterministic), and their likes in plain torch (tests/thunder_models.py), which Thunder 0.2.6
+# is deterministic), and their likes in plain torch (eqsat/testing/thunder_models.py), which Thunder 0.2.6
 # traces whatever version of transformers is installed. One layer: a second adds regions of the
 # same ops at the same shapes (and eqsat's time on each), nothing new to check
 BATCH, SEQ, VOCAB, LAYERS = 2, 64, 512, 1

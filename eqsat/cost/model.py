@@ -53,7 +53,7 @@ from eqsat.ir.dtypes import ITEMSIZE
 
 from .profile import Profile
 from .segmenter import BARRIERS, REDUCING, RESIZES, Segment, Segmenter
-from .walks import live_sinks, topological
+from .walks import labels_of, live_sinks, topological
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
@@ -132,15 +132,6 @@ class Estimate:
         return "\n".join(lines)
 
 
-def _labels_of(nodes: dict, ids) -> int:
-    """The union of the labels of the tensors ``ids``."""
-    mask = 0
-    for k in ids:
-        if not nodes[k].is_scalar:
-            mask |= nodes[k].labels
-    return mask
-
-
 def _counted(ops):
     counts: dict[str, int] = {}
     for op in ops:
@@ -180,7 +171,7 @@ class CostModel:
                 continue
             attrs = node.attrs
             if op == "welford":             # a reduction: its attrs are the labels it reduces
-                attrs = (_labels_of(nodes, ins) & ~node.labels,)
+                attrs = (labels_of(nodes, ins) & ~node.labels,)
             out[c] = GNode(f"Kept:{op}", attrs, ins, node.labels, node.dtype)
         return out, barriers
 

@@ -15,7 +15,7 @@ lists them):
   :meth:`Segmenter.reduction_scheduler` (reductions with their prologue and epilogue),
   :meth:`Segmenter.reductions_share` (which reductions share a kernel, inner-outer among them),
   :meth:`Segmenter.resize_scheduler` and :meth:`Segmenter.needs_kernel_input` (slice, pad,
-  cat and indexing ops), :meth:`Segmenter.relabels` (one axis on two dims: a causal mask),
+  cat and indexing ops), :meth:`Segmenter._relabels` (one axis on two dims: a causal mask),
   :meth:`Segmenter.translated_repeats` (a cat of one tensor is no resize);
 - kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
   :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`;
@@ -36,7 +36,7 @@ from eqsat.egraph.terms import REDUCTIONS
 from eqsat.ir.opspec import OPS
 
 from .kernel_graph import KernelGraph
-from .walks import consumers_of, depends_on, downstream, feeding, upstream_within
+from .walks import consumers_of, depends_on, downstream, feeding, labels_of, upstream_within
 
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
 BARRIERS = frozenset({"matmul", "linear", "segment_set", "opaque"})
@@ -109,6 +109,7 @@ class Segmenter:
                         if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in self.factories]
         self.consumers = consumers_of(nodes, order)
         self.repeats = self.translated_repeats(order)
+        self.relabeling = {n for n in order if self._relabels(n)}
         self.in_compute = set(self.compute)
         self.edges = [(n, c) for n in self.compute for c in self.consumers.get(n, ()) if c in self.in_compute]
         self.graph = self._kernel_graph(order, barriers)
@@ -142,7 +143,7 @@ class Segmenter:
             keys.add((space, node.attrs[0]))
         return Group([n], keys, {space}, {self.cover[n]},
                      [n] if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXING
-                     or self.relabels(n) else [],
+                     or n in self.relabeling else [],
                      [n] if node.op == "Kept:reshape" else [])
 
     # -- merging -------------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class Segmenter:
         in_kernel = (lambda c: c in self.in_compute and find(c) in (a, b))
         outs = None
         for m in ga.resizing + gb.resizing:
-            kids = nodes[m].kids if nodes[m].op == "Kept:cat" or self.relabels(m) else nodes[m].kids[:1]
+            kids = nodes[m].kids if nodes[m].op == "Kept:cat" or m in self.relabeling else nodes[m].kids[:1]
             if not any(in_kernel(k) for k in kids):
                 continue
             if self.needs_kernel_input(m) or ga.keys or gb.keys:
@@ -283,11 +284,11 @@ class Segmenter:
 
     def needs_kernel_input(self, m) -> bool:
         """An indexing op (index_select, gather, ...), a pad or cat of a broadcast dim, or an op
-        that relabels its inputs (:meth:`relabels`): no scheduler of nvFuser 0.2.35 takes it
-        on a value computed in the same kernel."""
-        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m) or self.relabels(m)
+        that relabels its inputs (``relabeling``, :meth:`_relabels`): no scheduler of nvFuser
+        0.2.35 takes it on a value computed in the same kernel."""
+        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m) or m in self.relabeling
 
-    def relabels(self, m) -> bool:
+    def _relabels(self, m) -> bool:
         """A kept elementwise op whose output does not carry an axis of its inputs: the IR gave
         it fresh axes because one axis of its inputs lies on two of its dims (a causal mask:
         ``le`` of an iota broadcast along rows and along columns). nvFuser maps that axis to
@@ -424,8 +425,4 @@ def resizes_broadcast(nodes, m) -> bool:
 
 def kid_labels(nodes, n) -> int:
     """The labels of node ``n``'s tensor inputs."""
-    mask = 0
-    for k in nodes[n].kids:
-        if not nodes[k].is_scalar:
-            mask |= nodes[k].labels
-    return mask
+    return labels_of(nodes, nodes[n].kids)

@@ -120,3 +120,12 @@ def reachable(pick: dict, roots: list[int]) -> dict:
         stack.extend(pick[c].kids)
     topological(nodes, roots)                # raises on a cycle
     return nodes
+
+
+def labels_of(nodes, ids) -> int:
+    """The union of the labels of the tensors among ``ids`` (scalars have none)."""
+    mask = 0
+    for k in ids:
+        if not nodes[k].is_scalar:
+            mask |= nodes[k].labels
+    return mask

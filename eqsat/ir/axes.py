@@ -91,7 +91,7 @@ class AxisInference:
         self._extent: dict[int, int | None] = {}
         self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
         self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []   # (in, out) labels
-        self.resized: list[tuple[int, tuple[int, ...], tuple]] = []   # (out, in labels, how): Resized
+        self.resized: list[tuple[int, tuple[int, ...], tuple]] = []   # Types.resized
         self.types: dict[int, Any] = {}
         self.made_by: dict[int, Node] = {}                 # value id -> the node that made it
         self.relabeled: set[int] = set()                   # values on fresh axes (see combine)
@@ -590,12 +590,9 @@ class AxisInference:
             if start.const == 0 and whole_end:
                 dims.append(d)
                 continue
-            size = None
-            if extent is not None and start.const is not None and end.const is not None:
-                size = len(range(extent)[start.const:end.const])
-            dims.append(self._fresh(size))
-            if size is None and start.const is not None and end.const is not None:
-                self.resized.append((dims[-1].label, (d.label,), ("slice", start.const, end.const)))
+            constant = start.const is not None and end.const is not None
+            how = ("slice", start.const, end.const) if constant else None
+            dims.append(self._resized(how, [d.label]))
         return TensorType(t.dtype, tuple(dims))
 
     def _check_normalized(self, i: int, start, end, extent) -> None:
@@ -628,13 +625,22 @@ class AxisInference:
         dims = []
         for i in range(rank):
             if i == dim and not manual_padding:
-                extents = [self.extent(x.dims[i].label) for x in ts]
-                dims.append(self._fresh(None if None in extents else sum(extents)))
-                if None in extents:
-                    self.resized.append((dims[-1].label, tuple(x.dims[i].label for x in ts), ("cat",)))
+                dims.append(self._resized(("cat",), [x.dims[i].label for x in ts]))
             else:
                 dims.append(self.combine([TensorType(x.dtype, (x.dims[i],)) for x in ts])[0])
         return TensorType(ts[0].dtype, tuple(dims))
+
+    def _resized(self, how: tuple | None, labels: list[int]) -> Dim:
+        """A fresh dim for what a slice, pad or cat (``how``, as ``Types.resized`` holds it;
+        None: its indices are not constants) makes of the axes ``labels``: of static extent
+        where theirs are, else recorded in ``resized`` for ``Types.bind`` to derive from the
+        bound inputs."""
+        extents = [self.extent(label) for label in labels]
+        static = how is not None and None not in extents
+        dim = self._fresh(_resized_extent(how, extents) if static else None)
+        if how is not None and not static:
+            self.resized.append((dim.label, tuple(labels), how))
+        return dim
 
     def _cat_pad(self, node, arg, pad_widths, value):
         t = self.tensor(arg)
@@ -646,10 +652,8 @@ class AxisInference:
             lo, hi = (self.t(p).const for p in pad_widths[2 * k: 2 * k + 2])
             if lo == 0 and hi == 0:
                 continue
-            extent, label = self.extent(dims[i].label), dims[i].label
-            dims[i] = self._fresh(None if extent is None or lo is None or hi is None else extent + lo + hi)
-            if extent is None and lo is not None and hi is not None:
-                self.resized.append((dims[i].label, (label,), ("pad", lo, hi)))
+            how = ("pad", lo, hi) if lo is not None and hi is not None else None
+            dims[i] = self._resized(how, [dims[i].label])
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_gather(self, node, arg, index, dim):

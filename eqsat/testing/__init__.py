@@ -1,2 +1,2 @@
 """Tools that test eqsat: random fusions, the fuzzer and its judge, the seed fusions of the
-demo, and the FP8 amax families (issue 17)."""
+demo, the FP8 amax families (issue 17), and small models in plain torch for Thunder."""
