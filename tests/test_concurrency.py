@@ -52,3 +52,16 @@ def test_the_per_shape_cache_gives_one_result_per_shape_across_threads():
     for got in outs:
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w, rtol=2e-2, atol=2e-2)
+
+
+def test_an_e_graph_released_on_another_thread_is_left_quietly():
+    """Thunder's backward runs on autograd's threads, whose thread-local e-graphs Python may free
+    from the main thread at exit: egglog cannot free them there, and that must not print errors."""
+    import threading
+
+    from eqsat.egraph.saturate import _SessionHolder
+    holders = []
+    t = threading.Thread(target=lambda: holders.append(_SessionHolder()))
+    t.start()
+    t.join()
+    holders.clear()          # dropped here, on the main thread: an unraisable error if not handled

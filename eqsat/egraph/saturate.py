@@ -9,6 +9,7 @@ the analyses themselves, some classes have none: extraction leaves those out.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 import time
@@ -217,8 +218,16 @@ class _SessionHolder:
 
     def __init__(self):
         self.session = Session()
+        self.thread = threading.get_ident()
 
     def __del__(self):
+        if threading.get_ident() != self.thread:
+            # released elsewhere (the locals of a thread Python did not start, e.g. autograd's,
+            # are freed at exit from the main thread): egglog cannot free an e-graph off its
+            # thread and would report it as an error, so the session is leaked on purpose
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.session))
+            self.session = None
+            return
         self.session = None
         gc.collect()
 
