@@ -6,7 +6,7 @@ host cost overlapped) and ``device_us`` (the kernels alone, from torch.profiler)
 kernel count, and the cost model's predictions beside them.
 
     python bench/corpus.py [--corpus DIR ...] [--frontend F] [--json out.json] [--only NAME ...]   # GPU
-    python bench/corpus.py --predict out.json [--profile P]   # CPU: re-predict, compare to a recorded run
+    python bench/corpus.py --predict out.json [--profile P] [--host-scale auto|F]   # CPU: re-predict a recorded run
     python bench/corpus.py --predict RUN.json ... --fit-error PROFILE.json ...   # CPU: fit the error table
 
 By default both corpora run: ../shared/corpus and ../shared/corpus_thunder (EQSAT_CORPUS,
@@ -14,6 +14,10 @@ EQSAT_CORPUS_THUNDER). ``--frontend`` lowers the optimized fusion to that fronte
 the file's own; as given always runs on the frontend the file imports). The second form
 recomputes the cost model's predictions for a recorded run (no GPU needed), so the
 segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
+A GPU run records the host probe (``eqsat.cost.host_probe``: a one-op fusion's steady-state
+time, before and after the corpus) as ``host_probe_us``; ``--host-scale auto`` predicts the run
+with the profile's host constants scaled to that machine, apart from the model's own error
+(nvFuser's host cost differed by 1.7x between two sessions on the same kind of GPU).
 
 The third form fits each profile's ``error`` table (``eqsat.cost.error_table``: the model's
 relative error of the kernels' time by predicted kernel count and kernel time, the margin
@@ -39,6 +43,7 @@ import time
 import traceback
 
 import eqsat
+from eqsat.cost import host_probe
 from eqsat.cost.error_table import fit_error_table, shortfall
 from eqsat.cost.profile import Profile, load_profile
 
@@ -166,12 +171,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = False) -> list[dict]:
+def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = False,
+              host_scale: str | None = None) -> list[dict]:
     """The rows of a recorded run with the predictions recomputed under ``profile`` (rows whose
     file is not in ``corpora`` are left out); prints where the kernel count differs unless
     ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
+    if host_scale is not None:
+        profile = load_profile(profile).with_host_scale(_host_scale(host_scale, recorded, profile, path))
+        print(f"predicting with {profile.name}")
     rows = []
     for r in recorded["rows"]:
         if "error" in r:
@@ -192,6 +201,18 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
             print(f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "
                   f"{', '.join(n[:60] for n in r['given']['kernel_names'])}")
     return rows
+
+
+def _host_scale(given: str, recorded: dict, profile, path: str) -> float:
+    """``--host-scale``: a number, or ``auto``: the recorded run's host probe (the mean of its
+    measurements) against the profile's prediction of it (``eqsat.cost.host_probe``)."""
+    if given != "auto":
+        return float(given)
+    probes = recorded.get("host_probe_us")
+    if not probes:
+        raise SystemExit(f"{path} recorded no host probe (runs before it was added did not); "
+                         f"give --host-scale a number")
+    return host_probe.host_scale(statistics.mean(probes), profile)
 
 
 def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path]) -> int:
@@ -262,6 +283,9 @@ def main(argv=None) -> int:
     parser.add_argument("--relower", action="store_true", help="optimize_fusion's relower=True")
     parser.add_argument("--predict", metavar="RECORDED", nargs="+",
                         help="re-predict recorded runs on the CPU (several only with --fit-error)")
+    parser.add_argument("--host-scale", metavar="auto|F",
+                        help="with --predict: the profile's host constants times F, or (auto) scaled "
+                             "to the run's own machine by the host probe it recorded")
     parser.add_argument("--fit-error", metavar="PROFILE", nargs="+",
                         help="with --predict: fit each profile's error table on the recorded runs "
                              "(predicted with that profile) and write it into the profile's file")
@@ -281,7 +305,8 @@ def main(argv=None) -> int:
     if args.predict:
         if len(args.predict) > 1:
             parser.error("--predict takes one recorded run, several only with --fit-error")
-        print(json.dumps(summarize(repredict(args.predict[0], corpora, args.profile)), indent=1))
+        rows = repredict(args.predict[0], corpora, args.profile, host_scale=args.host_scale)
+        print(json.dumps(summarize(rows), indent=1))
         return 0
     import torch
 
@@ -295,6 +320,8 @@ def main(argv=None) -> int:
     done = {r["name"] for r in rows}
     start = time.time()
     device = torch.cuda.get_device_name(0)
+    probes = [host_probe.measure_us()]         # this machine's host speed, before and after
+    print(f"host probe: {probes[0]:.1f} us at steady state (predicted {host_probe.predicted(args.profile).time_us:.1f})")
     for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
@@ -312,15 +339,19 @@ def main(argv=None) -> int:
         print(f"[{time.time() - start:6.1f}s] {path.stem}: {msg[0] if msg else ''}", flush=True)
         torch.cuda.empty_cache()
         if args.json:        # after every fusion: a run cut short keeps what it measured
-            _write(args.json, device, rows)
+            _write(args.json, device, rows, probes)
+    probes.append(host_probe.measure_us())
+    print(f"host probe: {probes[-1]:.1f} us at steady state")
+    if args.json:
+        _write(args.json, device, rows, probes)
     print("\n" + table(rows) + "\n\n" + json.dumps(summarize(rows), indent=1))
     return 0
 
 
-def _write(path, device, rows):
+def _write(path, device, rows, probes):
     rows = sorted(rows, key=lambda r: r["name"])
     with open(path, "w") as f:
-        json.dump({"device": device, "summary": summarize(rows), "rows": rows}, f, indent=1)
+        json.dump({"device": device, "host_probe_us": probes, "summary": summarize(rows), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

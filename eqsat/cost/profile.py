@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from eqsat.errors import FusionError
@@ -60,6 +60,14 @@ class Profile:
         """The host cost of a one-kernel fusion with nothing else counted (the base and one
         segment)."""
         return self.host.base_us + self.host.per_segment_us
+
+    def with_host_scale(self, factor: float) -> "Profile":
+        """This profile with every host constant multiplied by ``factor``: the same GPU on a
+        machine whose host is ``factor`` times as slow (``eqsat.cost.host_probe``)."""
+        if not 0 < factor < float("inf"):
+            raise ValueError(f"a host scale must be finite and positive, not {factor!r}")
+        host = HostConstants(**{f: getattr(self.host, f) * factor for f in HOST_FIELDS})
+        return replace(self, name=f"{self.name}, host x{factor:.3g}", host=host)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":

@@ -1,0 +1,48 @@
+"""The host probe: a profile's host constants scaled to the machine at hand (eqsat.cost.host_probe)."""
+import math
+
+import pytest
+
+from eqsat.cost import host_probe
+from eqsat.cost.profile import load_profile
+
+
+def test_the_probe_is_one_pointwise_kernel_whose_time_is_mostly_host():
+    est = host_probe.predicted()
+    assert len(est.kernels) == 1 and est.kernels[0].kind == "pointwise"
+    assert est.host_us > 10 * est.device_us
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.0, 1.7, 3.0])
+def test_the_scale_measured_by_the_probe_is_the_hosts_own(factor):
+    """A machine whose host is ``factor`` times as slow as the profile's times the probe as the
+    profile scaled by ``factor`` predicts it, and the probe recovers ``factor`` from that time;
+    the kernel's part of it does not scale."""
+    profile = load_profile()
+    scaled = profile.with_host_scale(factor)
+    est, base = host_probe.predicted(scaled), host_probe.predicted(profile)
+    assert math.isclose(est.host_us, factor * base.host_us) and math.isclose(est.device_us, base.device_us)
+    assert math.isclose(host_probe.host_scale(est.time_us, profile), factor)
+    assert scaled.kinds == profile.kinds and scaled.error == profile.error
+
+
+@pytest.mark.parametrize("factor", [0.0, -1.0, math.inf, math.nan])
+def test_a_scale_that_is_not_finite_and_positive_is_refused(factor):
+    with pytest.raises(ValueError, match="finite and positive"):
+        load_profile().with_host_scale(factor)
+
+
+def test_a_probe_time_not_above_its_kernel_is_refused():
+    with pytest.raises(ValueError, match="must exceed its kernel"):
+        host_probe.host_scale(0.5)
+
+
+@pytest.mark.gpu
+def test_the_probe_runs_on_nvfuser():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device and nvfuser_direct")
+    pytest.importorskip("nvfuser_direct", reason="needs nvfuser_direct")
+    us = host_probe.measure_us(runs=50)
+    assert 1 < us < 10_000
+    assert 0.1 < host_probe.host_scale(us) < 20
