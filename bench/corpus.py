@@ -320,8 +320,7 @@ def main(argv=None) -> int:
     done = {r["name"] for r in rows}
     start = time.time()
     device = torch.cuda.get_device_name(0)
-    probes = [host_probe.measure_us()]         # this machine's host speed, before and after
-    print(f"host probe: {probes[0]:.1f} us at steady state (predicted {host_probe.predicted(args.profile).time_us:.1f})")
+    probes = _probe([])         # this machine's host speed, before and after
     for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
@@ -340,12 +339,23 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
         if args.json:        # after every fusion: a run cut short keeps what it measured
             _write(args.json, device, rows, probes)
-    probes.append(host_probe.measure_us())
-    print(f"host probe: {probes[-1]:.1f} us at steady state")
+    probes = _probe(probes)
     if args.json:
         _write(args.json, device, rows, probes)
     print("\n" + table(rows) + "\n\n" + json.dumps(summarize(rows), indent=1))
     return 0
+
+
+def _probe(probes: list[float]) -> list[float]:
+    """``probes`` and one more measurement of the host probe (none where it fails: said, and the
+    run goes on)."""
+    try:
+        us = host_probe.measure_us()
+    except Exception as err:  # the probe is a side measurement: the corpus matters more
+        print(f"host probe failed: {type(err).__name__}: {err}", flush=True)
+        return probes
+    print(f"host probe: {us:.1f} us at steady state (predicted {host_probe.predicted().time_us:.1f})", flush=True)
+    return [*probes, us]
 
 
 def _write(path, device, rows, probes):
