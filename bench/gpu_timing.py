@@ -3,12 +3,19 @@
 uses), kernel lists from torch.profiler, and the device's copy bandwidth."""
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 
 import torch
 
 from eqsat.verification.timing import throughput_us, time_us
+
+# torch.profiler leaves CUPTI attached after it stops unless Kineto is told to tear it down: every
+# launch after the first profile is slower (the host probe of bench/corpus.py went from 29.6 to
+# 46.5 us over 8 profiled fusions on the H200), and the steady-state times measured after it
+# with it. Benchmarks here profile each fusion after timing it, and time the next one after.
+os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 __all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
            "kernel_count_and_time", "copy_bandwidth"]
