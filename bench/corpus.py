@@ -14,7 +14,7 @@ EQSAT_CORPUS_THUNDER). ``--frontend`` lowers the optimized fusion to that fronte
 the file's own; as given always runs on the frontend the file imports). The second form
 recomputes the cost model's predictions for a recorded run (no GPU needed), so the
 segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
-A GPU run records the host probe (``eqsat.cost.host_probe``: a one-op fusion's steady-state
+A GPU run records the host probe (``eqsat.testing.host_probe``: a one-op fusion's steady-state
 time, before and after the corpus) as ``host_probe_us``; ``--host-scale auto`` predicts the run
 with the profile's host constants scaled to that machine, apart from the model's own error
 (nvFuser's host cost differed by 1.7x between two sessions on the same kind of GPU).
@@ -43,7 +43,7 @@ import time
 import traceback
 
 import eqsat
-from eqsat.cost import host_probe
+from eqsat.testing import host_probe
 from eqsat.cost.error_table import fit_error_table, shortfall
 from eqsat.cost.profile import Profile, load_profile
 
@@ -205,7 +205,7 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
 
 def _host_scale(given: str, recorded: dict, profile, path: str) -> float:
     """``--host-scale``: a number, or ``auto``: the recorded run's host probe (the mean of its
-    measurements) against the profile's prediction of it (``eqsat.cost.host_probe``)."""
+    measurements) against the profile's prediction of it (``eqsat.testing.host_probe``)."""
     if given != "auto":
         return float(given)
     probes = recorded.get("host_probe_us")

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from eqsat.cost import host_probe
+from eqsat.testing import host_probe
 from eqsat.cost.profile import load_profile
 
 

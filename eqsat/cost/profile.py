@@ -63,7 +63,7 @@ class Profile:
 
     def with_host_scale(self, factor: float) -> "Profile":
         """This profile with every host constant multiplied by ``factor``: the same GPU on a
-        machine whose host is ``factor`` times as slow (``eqsat.cost.host_probe``)."""
+        machine whose host is ``factor`` times as slow (``eqsat.testing.host_probe``)."""
         if not 0 < factor < float("inf"):
             raise ValueError(f"a host scale must be finite and positive, not {factor!r}")
         host = HostConstants(**{f: getattr(self.host, f) * factor for f in HOST_FIELDS})

@@ -16,7 +16,12 @@ output, one op).
 """
 from __future__ import annotations
 
-from .profile import Profile
+from eqsat.cost.profile import Profile
+from eqsat.frontend.ingest import from_source
+from eqsat.lowering.nvfuser import as_given
+from eqsat.optimize import estimate_fusion
+from eqsat.reference.devices import to_device
+from eqsat.verification.timing import throughput_us
 
 PROBE_SOURCE = '''
 import torch
@@ -33,23 +38,17 @@ inputs = [torch.ones(8, 8)]
 
 def probe():
     """The probe as eqsat reads it (a Repro: its fusion and its CPU inputs)."""
-    from eqsat.frontend.ingest import from_source
     return from_source(PROBE_SOURCE, "<host probe>")
 
 
 def predicted(profile: Profile | str | None = None):
     """The probe's Estimate under ``profile`` (its ``host_us``, ``device_us`` and ``time_us``)."""
-    from eqsat.optimize import estimate_fusion
     repro = probe()
     return estimate_fusion(repro.fusion, repro.inputs, profile=profile)
 
 
 def measure_us(runs: int = 200) -> float:
     """The probe's median time at steady state on this machine's GPU, in µs (nvFuser needed)."""
-    from eqsat.lowering.nvfuser import as_given
-    from eqsat.reference.devices import to_device
-    from eqsat.verification.timing import throughput_us
-
     repro = probe()
     fd = as_given(repro, "nvfuser_direct")
     inputs = to_device(repro.inputs, "cuda", repro.fusion)
