@@ -16,7 +16,7 @@ from eqsat.cost.profile import load_profile
 from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.encode import encode
-from eqsat.egraph.saturate import Limits, Saturation, select_rules, session
+from eqsat.egraph.saturate import Limits, Saturation, applicable, select_rules, session
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
@@ -587,7 +587,8 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
         rewrite = limits is not None and not enc.skipped
         sat = None
         if inserted and not deadline.passed():       # analyses always run
-            sat = s.saturate(names if rewrite else (), limits or Limits(), deadline.share(SATURATION_SHARE))
+            sat = s.saturate(applicable(names, enc.graph) if rewrite else (), limits or Limits(),
+                             deadline.share(SATURATION_SHARE))
         saturated = time.perf_counter()
         cut = _cut_before_extraction(sat, deadline, encoded - began)
         d = dump(s.eg) if cut is None else None

@@ -1,12 +1,12 @@
 """Rewrite-rule families for eqsat's e-graph (installed as ``eqsat.rules``).
 
 Each module is one family; each rule is one function whose variables are annotated with
-their kinds, ``Term``, ``Axes``, ``DType`` or ``Correction`` (see :mod:`eqsat.rules.rule`).
+their kinds, ``Term``, ``Axes``, ``DType``, ``Correction`` or ``Index`` (see :mod:`eqsat.rules.rule`).
 ``RULES`` maps every rule's name to its :class:`~eqsat.rules.rule.Rule`.
 """
-from . import algebra, distributive, normalization, split  # noqa: F401  (they register rules)
-from .rule import RULES, Axes, Correction, DType, Rule, Term, rule
+from . import algebra, distributive, indexing, normalization, split  # noqa: F401  (they register rules)
+from .rule import RULES, Axes, Correction, DType, Index, Rule, Term, rule
 
 FAMILIES = sorted({r.family for r in RULES.values()})
 
-__all__ = ["RULES", "Rule", "rule", "FAMILIES", "Term", "Axes", "DType", "Correction"]
+__all__ = ["RULES", "Rule", "rule", "FAMILIES", "Term", "Axes", "DType", "Correction", "Index"]

@@ -218,6 +218,25 @@ def sum_over_axes_it_lacks(k, x: Term, R: Axes):
             [k.has_axes(lacked), k.floating(x), k.full_precision(x)])
 
 
+@rule("distributive", reassociates=True,
+      special_values="Sum(a) and b*|R| may overflow, or cancel, where the sum of the differences "
+                     "does not")
+def sum_of_difference_with_constant(k, a: Term, b: Term, R: Axes):
+    """Sum_R(a - b) = Sum_R(a) - b*|R| when b lacks R: b is subtracted once per element of R.
+    Pays where a reduction over R already reads a (the sum joins it) and a - b is made only
+    to be summed: label smoothing's sum_V(-log_softmax(x)) = |V|*lse - sum_V(x), whose sum_V(x)
+    shares the kernel of the logsumexp's max; and the one-hot's sum of cross-entropy's
+    backward, sum_V(onehot - eps/V*c), leaves the one-hot alone (sum-of-one-hot).
+
+    Special values: NaN alike; +-inf: b = +inf gives -inf on both sides (NaN where a has
+    +inf, on both). Overflow: Sum_R(a) or b*|R| may overflow, and they cancel in one
+    subtraction, where the differences summed do not (flagged; reassociates). Signed zero: not
+    kept. Floating point, full precision only (a half-type sum would round differently)."""
+    return (k.Sum(R, k.Sub(a, b)), k.Sub(k.Sum(R, k.acc(a)), k.Mul(b, k.Extent(R))),
+            [k.has_axes(R), k.constant_along(b, R), k.floating(a), k.floating(b),
+             k.full_precision(k.Sub(a, b))])
+
+
 @rule("distributive", signed_zeros=True)
 def max_over_axes_it_lacks(k, x: Term, R: Axes):
     """Max_R(x) = Max_{R&X}(x): the max of a constant is the constant, when the labels of R

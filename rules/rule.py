@@ -8,7 +8,8 @@
 
 The function takes a namespace ``k`` and the rule's variables, each annotated with its kind
 (:data:`KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
-``Correction``, a variance's correction), and returns ``(lhs, rhs, conditions)``. A variable
+``Correction``, a variance's correction; ``Index``, a term of indices; ``Axis``, one axis
+label), and returns ``(lhs, rhs, conditions)``. A variable
 without a kind is an error when the rule is registered. :meth:`Rule.variables` reads the
 kinds, once, for every reader.
 
@@ -51,8 +52,21 @@ class Correction:
     """The kind of a rule variable that is a variance's correction (an integer)."""
 
 
+class Index:
+    """The kind of a rule variable that is a term holding indices (an integer tensor) along
+    the axis an indexing term indexes (``Take``, ``IndexSelect``). In the e-graph it is a
+    Term like any other; the verifier draws it as integers and takes them in range (the
+    rules assume indices in range: out of range, nvFuser's result is undefined)."""
+
+
+class Axis:
+    """The kind of a rule variable that is one axis label (a bit mask of one bit): the axis an
+    indexing term indexes."""
+
+
 # the kinds of rule variables (``Term`` is the e-graph's Term sort itself)
-KINDS = (Term, Axes, DType, Correction)
+KINDS = (Term, Axes, DType, Correction, Index, Axis)
+TERM_KINDS = (Term, Index)          # the kinds that are terms
 
 
 def rule_variables(name: str, fn: Callable) -> list[tuple[str, type]]:
@@ -104,14 +118,14 @@ class Rule:
 
     def egglog(self):
         k = EggNamespace()
-        args = [var(name, Term if kind is Term else i64) for name, kind in self.variables]
+        args = [var(name, Term if kind in TERM_KINDS else i64) for name, kind in self.variables]
         lhs, rhs, conditions = self.fn(k, *args)
         return egg_rule(lhs, *k.facts, *conditions, name=self.name).then(union(lhs).with_(rhs))
 
     def rhs_shape(self):
         """The right-hand side's constructor tree, with variables as None: ("Mul", ("Sum", None), None)."""
         k = ShapeNamespace()
-        _, rhs, _ = self.fn(k, *[_Hole() if kind is Term else _Mask() for _, kind in self.variables])
+        _, rhs, _ = self.fn(k, *[_Hole() if kind in TERM_KINDS else _Mask() for _, kind in self.variables])
         return rhs.shape if isinstance(rhs, _Shape) else None
 
     @property
@@ -198,6 +212,14 @@ class Conditions:
     def zero_or_one(self, C):
         """The integer ``C`` is 0 or 1 (no bit but the lowest)."""
         return self.disjoint(C, -2)
+
+    def at_most_one(self, R):
+        """``R`` holds one label or none (no two bits)."""
+        return self.disjoint(R, R - 1)
+
+    def within(self, m1, m2):
+        """Every label of ``m1`` is in ``m2``."""
+        return self.same(self.minus(m1, m2), 0)
 
 
 class EggNamespace(Conditions):

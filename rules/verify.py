@@ -38,7 +38,7 @@ from eqsat.reference.compare import rtol_of
 from eqsat.reference.torch_executor import TorchOps
 
 from . import RULES
-from .rule import Axes, Conditions, Correction, DType, Term
+from .rule import Axes, Axis, Conditions, Correction, DType, Index, Term
 
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
@@ -150,6 +150,55 @@ class EvalNamespace(Conditions):
             t = t ** n
         return Named(t, rest, a.dtype)
 
+    def _index(self, mask, a: Named, i: Named) -> tuple[int, torch.Tensor]:
+        """The indexed label, and ``i``'s values taken in range along it (the rules assume
+        indices in range); ValueError where the term would not be one the encoding makes."""
+        if bits(mask) == [] or len(bits(mask)) != 1 or bits(mask)[0] not in a.labels:
+            raise ValueError("an indexing term needs one label its operand varies along")
+        if i.t.is_floating_point() or i.dtype in WEAK:
+            raise ValueError("an index is an integer tensor")
+        (v,) = bits(mask)
+        return v, i.t.to(torch.int64) % self.extents[v]
+
+    def Take(self, mask, a: Named, i: Named) -> Named:
+        """take_along_axis along ``mask``'s label: the index varies along labels of ``a`` only."""
+        v, idx = self._index(mask, a, i)
+        if not set(i.labels) <= set(a.labels) - {v}:
+            raise ValueError("take_along_axis's index varies along labels its input lacks")
+        order = tuple(l for l in a.labels if l != v)
+        x = a.t.permute([a.labels.index(l) for l in order + (v,)])
+        idx = Named(idx, i.labels).aligned(order).expand(x.shape[:-1])
+        return Named(torch.gather(x, -1, idx.unsqueeze(-1)).squeeze(-1), order, a.dtype)
+
+    def IndexSelect(self, mask, a: Named, i: Named) -> Named:
+        """index_select along ``mask``'s label: a 1-D index along a label ``a`` lacks."""
+        v, idx = self._index(mask, a, i)
+        if len(i.labels) != 1 or i.labels[0] in a.labels:
+            raise ValueError("index_select's index is 1-D along a label of its own")
+        dim = a.labels.index(v)
+        out = torch.index_select(a.t, dim, idx)
+        return Named(out, a.labels[:dim] + i.labels + a.labels[dim + 1:], a.dtype)
+
+    def Iota(self, mask) -> Named:
+        """0, 1, ..., |V| - 1 along the one label of ``mask`` (Int)."""
+        if len(bits(mask)) != 1:
+            raise ValueError("an iota is along one label")
+        (v,) = bits(mask)
+        return Named(torch.arange(self.extents[v], dtype=torch.int64), (v,), DTYPE_CODE[DataType.Int])
+
+    def Bin(self, op, a: Named, b: Named) -> Named:
+        """A generic binary op (the torch executor's): comparisons and logical ops give Bool."""
+        boolean = op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
+        code = DTYPE_CODE[DataType.Bool] if boolean else result_code("promote", [a.dtype, b.dtype])
+        return self._pointwise(getattr(_OPS, op), a, b, dtype=code)
+
+    def Tern(self, op, p: Named, a: Named, b: Named) -> Named:
+        """where(p, a, b), in a's and b's promoted dtype."""
+        if op != "where":
+            raise ValueError(f"the verifier evaluates no {op}")
+        code = result_code("promote", [a.dtype, b.dtype])
+        return self._pointwise(lambda c, x, y: torch.where(c.to(torch.bool), x, y), p, a, b, dtype=code)
+
     def __getattr__(self, name):
         """The table's reductions, and its pointwise terms that are one IR op (the torch
         executor's); the other terms are methods above."""
@@ -226,14 +275,17 @@ def _torch_dtype(d: DataType) -> torch.dtype:
 
 
 def _defined(name: str, op):
-    """``op``, refusing an integer division by zero (undefined in nvFuser; torch raises): the
-    case is drawn again."""
+    """``op``, refusing an integer division by zero (undefined in nvFuser; torch raises) or of
+    the least integer by -1 (the CPU traps): the case is drawn again."""
     if name != "Div":
         return op
 
     def div(a, b):
-        if not a.is_floating_point() and not b.is_floating_point() and bool((b == 0).any()):
-            raise ValueError("integer division by zero")
+        if not a.is_floating_point() and not b.is_floating_point():
+            if bool((b == 0).any()):
+                raise ValueError("integer division by zero")
+            if bool(((b == -1) & (a == torch.iinfo(a.dtype).min)).any()):
+                raise ValueError("integer division overflows (the least integer by -1)")
         return op(a, b)
     return div
 
@@ -343,8 +395,12 @@ def _draw_case(rule, rng: random.Random, values: str):
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
     env: list = []
     for _, kind in rule.variables:
+        drawn_before = list(zip(env, (kind for _, kind in rule.variables)))
+        if kind is Index:
+            env.append(_draw_index(rng, extents, drawn_before))
+            continue
         earlier = [v.dtype if isinstance(v, Named) else v
-                   for v, (_, drawn) in zip(env, rule.variables) if drawn in (Term, DType)]
+                   for v, drawn in drawn_before if drawn in (Term, DType)]
         env.append(_draw_variable(kind, rng, extents, values, themes, earlier))
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
@@ -371,11 +427,38 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
         return rng.choice([0, 1, 2, 3])
     if kind is Axes:                                   # not the batch label
         return rng.randrange(1, 1 << (len(extents) - 1)) if rng.random() < 0.9 else 0
+    if kind is Axis:                                   # one label, not the batch label
+        return 1 << rng.randrange(len(extents) - 1)
     assert kind is Term
     r = rng.random()
     code = rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35 else _DOUBLE
     return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
                           values=values if rng.random() < 0.8 else "finite only", themes=themes)
+
+
+def _draw_index(rng: random.Random, extents: dict, drawn_before) -> Named:
+    """An index tensor (integers from -2 to 6: in and out of the range of an extent of 1 to 5;
+    an indexing term takes them in range) over labels that fit the terms
+    drawn before it: half the time a subset of the labels every earlier term varies along
+    (less an earlier ``Axis``: take_along_axis's index), else one label none of them has
+    (index_select's)."""
+    terms = [v for v, kind in drawn_before if kind is Term]
+    axes = 0
+    for v, kind in drawn_before:
+        if kind is Axis:
+            axes |= v
+    common = set.intersection(*(set(t.labels) for t in terms)) if terms else set(extents)
+    common = [l for l in sorted(common) if not (1 << l) & axes or l == BATCH_LABEL]
+    outside = [l for l in sorted(extents) if all(l not in t.labels for t in terms)]
+    if outside and rng.random() < 0.5:
+        labels = [rng.choice(outside)]
+    else:
+        labels = [l for l in common if rng.random() < 0.8]
+        rng.shuffle(labels)
+    g = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    code = rng.choice(_INT_CODES)
+    t = (torch.rand([extents[l] for l in labels], generator=g, dtype=torch.float64) * 9).floor() - 2   # -2..6
+    return Named(_rounded(t, code), tuple(labels), code)
 
 
 def _draw_dtype(rng: random.Random, earlier) -> int:

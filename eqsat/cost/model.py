@@ -52,7 +52,7 @@ from eqsat.egraph.terms import DTYPES, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
 from .profile import Profile
-from .segmenter import BARRIERS, REDUCING, RESIZES, Segment, Segmenter
+from .segmenter import BARRIERS, INDEXING_TERMS, REDUCING, RESIZES, Segment, Segmenter
 from .walks import labels_of, live_sinks, topological
 
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
@@ -186,6 +186,13 @@ class CostModel:
             return 0
         return self.numel(node.labels) * ITEMSIZE.get(DTYPES[node.dtype], 4)
 
+    def gathered_bytes(self, node: GNode, source: GNode) -> int:
+        """What an indexing term (Take, IndexSelect) reads of the tensor it indexes: one element
+        of ``source`` per element of its result (cross-entropy's target gathers one element
+        of each row of the logits). Kept indexing ops (those the e-graph does not model) are
+        still charged the whole tensor, as before, in every candidate alike."""
+        return self.numel(node.labels) * ITEMSIZE.get(DTYPES[source.dtype], 4)
+
     def space(self, nodes, nid: int) -> int:
         """Labels of node ``nid``'s iteration space: a reduction iterates over its input's."""
         node = nodes[nid]
@@ -242,7 +249,8 @@ class CostModel:
         per-block partial results (written and read back, about one row of them per SM) and a
         second launch."""
         k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
-                         segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads)
+                         segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads,
+                         segmenter.privatized)
         if segment.partials:
             consts = self.profile.kinds[segment.kind]
             partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
@@ -255,25 +263,33 @@ class CostModel:
         return [Kernel("pointwise", ["alias-copy"], 0, 0, 0.0, self.profile.kinds["pointwise"].launch_us)
                 for _ in range(self.aliased)]
 
-    def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=()) -> Kernel:
+    def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),
+                privatized=None) -> Kernel:
         """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
         ``extra_reads``: values it recomputes from) and writes, its arithmetic, and its time with
-        the constants of ``kind``."""
+        the constants of ``kind``; ``privatized``: privatized upcasts (the segmenter's
+        ``privatized_upcasts``), whose input a kernel reads in their place."""
         ms_set = set(ms)
         reads, written = set(extra_reads), set()
+        gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
         flops = 0.0
         for m in ms:
             node = nodes[m]
             weight = self.profile.special_function_weight if node.op in SPECIAL else \
                 0.0 if node.op in FREE else 1.0
             flops += self.numel(self.space(nodes, m)) * weight
-            for k in node.kids:
+            for i, k in enumerate(node.kids):
+                k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read
                 if k not in ms_set and group_of.get(k) != g and not nodes[k].is_scalar and k not in factories:
-                    reads.add(k)
+                    if i == 0 and node.op in INDEXING_TERMS:
+                        gathered[k] = gathered.get(k, 0) + self.gathered_bytes(node, nodes[k])
+                    else:
+                        reads.add(k)
             if m in sinks or any(group_of.get(c) != g for c in consumers.get(m, ())):
                 written.add(m)
         consts = self.profile.kinds[kind]
-        rbytes = sum(self.nbytes(nodes[r]) for r in reads)
+        rbytes = sum(self.nbytes(nodes[r]) for r in reads) + \
+            sum(min(b, self.nbytes(nodes[k])) for k, b in gathered.items() if k not in reads)
         wbytes = sum(self.nbytes(nodes[w]) for w in written)
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                    flops / (consts.gflops * 1e3))

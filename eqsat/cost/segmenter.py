@@ -19,7 +19,9 @@ lists them):
   :meth:`Segmenter.translated_repeats` (a cat of one tensor is no resize);
 - kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
   :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`;
-- :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output).
+- :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output),
+  :meth:`Segmenter.privatized_upcasts` (an upcast of an input is recomputed in each kernel);
+- :meth:`Segmenter.persistent_fits` (a normalization keeps a row on chip: 227 KiB at most).
 
 welford is a reduction here (``REDUCING``); a stride order that keeps its input's layout is a
 view (the encoder links it as ``stride_order``, one that copies as ``copy``:
@@ -32,7 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eqsat.egraph.terms import DTYPES
+from eqsat.egraph.terms import INDEXING as INDEXING_TERMS
 from eqsat.egraph.terms import REDUCTIONS
+from eqsat.ir import dtypes as dt
+from eqsat.ir.dtypes import ITEMSIZE
 from eqsat.ir.opspec import OPS
 
 from .kernel_graph import KernelGraph
@@ -46,9 +52,12 @@ REDUCING = REDUCTIONS | {"Kept:welford"}
 # kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
 # kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
 RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
-# kept ops that index a tensor: their indexed input must be a kernel input (no scheduler of
-# nvFuser 0.2.35 takes them on a value computed in the same kernel)
-INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"})
+# ops that index a tensor (kept ones, and the e-graph's Take and IndexSelect): their indexed
+# input (first kid) must be a kernel input: nvFuser 0.2.35 takes them in any scheduler as a
+# consumer of a fusion (segment) input, whose gathered elements alone are read, but on no value
+# computed in the same kernel, which another kernel must write in full
+INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"}) \
+    | INDEXING_TERMS
 # kept ops that nvFuser runs without a kernel where a kernel's worth of them is all there is (its
 # expression evaluator aliases the result to the tensor it views); a permute is no op of the
 # e-graph (its labels say it), and Thunder writes the stride_order it asks for only where the
@@ -57,6 +66,13 @@ VIEWS = frozenset({"Kept:reshape", "Kept:slice", "Kept:stride_order"})
 # categories of the IR's ops (eqsat.ir.opspec) that compute elementwise
 ELEMENTWISE = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
+# the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
+# chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
+# the register file (128 KiB) and the shared memory a block may opt in to (227 KiB on the
+# H100/H200) less its workspace; beyond it (a row of 128256 bf16 logits is 250.5 KiB) no
+# persistent scheduler takes the kernel, and the reduction and what reads it broadcast back
+# run as separate kernels, each reading the row again
+PERSISTENT_BYTES = 227 * 1024
 
 
 @dataclass
@@ -105,9 +121,10 @@ class Segmenter:
     def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict):
         self.model, self.nodes, self.sinks, self.inner = model, nodes, sinks, inner
         self.factories = self.recomputed_factories(order)
-        self.compute = [n for n in order
-                        if nodes[n].op != "Leaf" and not nodes[n].is_scalar and n not in self.factories]
         self.consumers = consumers_of(nodes, order)
+        self.privatized = self.privatized_upcasts(order)
+        self.compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar
+                        and n not in self.factories and n not in self.privatized]
         self.repeats = self.translated_repeats(order)
         self.relabeling = {n for n in order if self._relabels(n)}
         self.in_compute = set(self.compute)
@@ -228,6 +245,8 @@ class Segmenter:
         if self.reductions_share(keys) is None:
             return False
         ga, gb = self.groups[a], self.groups[b]
+        if not self.persistent_fits(ga, gb, keys):
+            return False
         spaces_of = {s for s, _ in keys}
         size = self.model.numel(next(iter(spaces_of)))
         # a value reshaped into the iteration space (a norm's weight [C] made [1, G, C/G]) is
@@ -240,6 +259,32 @@ class Segmenter:
         reshaped = bool(ga.reshaping or gb.reshaping)
         return all(any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.model.numel(sp) == size)
                    for sp in ga.spaces | gb.spaces)
+
+    def persistent_fits(self, ga: Group, gb: Group, keys) -> bool:
+        """Whether the merged group, where it would be a normalization kernel (something
+        broadcast back), keeps a row of its inputs on chip (``PERSISTENT_BYTES``): the row is
+        the reduced labels' extent times the bytes per element of the narrowest tensor it reads
+        along them (nvFuser projects the buffer to the kernel's inputs). Rows of up to 64 Ki
+        elements always fit and are not looked at further; nor are reductions along two label
+        sets (the inner-outer scheduler, whose own rules :meth:`inner_outer_persistent` reads)."""
+        numel = self.model.numel
+        if len({r for _, r in keys}) > 1:
+            return True          # inner-outer: its own rules (inner_outer_persistent)
+        row = max(numel(r) for _, r in keys)
+        if row * 2 <= PERSISTENT_BYTES:
+            return True
+        merged = Group(ga.members + gb.members, set(keys))
+        if not self.broadcast_back(merged):
+            return True
+        reduced = 0
+        for _, r in keys:
+            reduced |= r
+        inside = set(merged.members)
+        read = {self.privatized.get(k, k) for m in merged.members for k in self.nodes[m].kids
+                if k not in inside}
+        widths = [ITEMSIZE.get(DTYPES[self.nodes[k].dtype], 4) for k in read
+                  if not self.nodes[k].is_scalar and self.nodes[k].labels & reduced == reduced]
+        return row * min(widths, default=4) <= PERSISTENT_BYTES
 
     def reductions_share(self, keys) -> str | None:
         """What the reductions of one kernel with ``keys`` (space, reduced labels) make: "same"
@@ -405,13 +450,55 @@ class Segmenter:
                 out.update(k for k in kids if set(self.consumers.get(k, ())) == {n})
         return out
 
+    def privatized_upcasts(self, order) -> dict[int, int]:
+        """Upcasts of fusion inputs that nvFuser copies into each kernel that reads them, which
+        read the input, so the wide tensor is never written: where the input is also indexed
+        (``SegmentCandidateFinder::privatizeUpCastOrSqueezeOp``, made for cross-entropy: bf16
+        logits read by a take_along_axis and, cast to Float, by the logsumexp), and where the
+        input has no other use and the cast's readers all iterate over its labels (its input
+        forwarding, ``forwardInputs``, where each kernel that the cast's readers make takes its
+        copy in; readers over other spaces or kept ops, where nvFuser was seen to keep the cast
+        in a kernel of its own, are left as they were). Not one that an indexing op indexes
+        (no scheduler indexes a value computed in its kernel: it is written for the indexing
+        kernel) nor an output. The casts -> their input (what those kernels read instead)."""
+        nodes, out = self.nodes, {}
+        for n in order:
+            node = nodes[n]
+            if node.op != "Cast" or len(node.kids) != 1 or n in self.sinks:
+                continue
+            (k,) = node.kids
+            src = nodes[k]
+            if src.op != "Leaf" or src.is_scalar or node.is_scalar or not _upcast(src.dtype, node.dtype):
+                continue
+            if any(nodes[c].op in INDEXING and nodes[c].kids[0] == n for c in self.consumers.get(n, ())):
+                continue
+            users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
+            if any(nodes[c].op in INDEXING and nodes[c].kids[0] == k for c in users) or \
+                    (len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)):
+                out[n] = k
+        return out
+
+    def _same_space(self, c, n) -> bool:
+        """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over
+        ``n``'s labels (a reduction of it, or elementwise over them)."""
+        node = self.nodes[c]
+        return not node.op.startswith("Kept:") and self.model.space(self.nodes, c) == self.nodes[n].labels
+
     def recomputed_factories(self, order) -> set[int]:
-        """Ops that make a tensor from scalars alone (full, iota, random): nvFuser recomputes
-        them in each kernel that uses them, like a scalar, so they belong to no group. One
-        that is an output is written by a kernel: it is a compute node."""
+        """Ops that make a tensor from scalars alone (full, iota, random; the e-graph's Iota):
+        nvFuser recomputes them in each kernel that uses them, like a scalar, so they belong
+        to no group. One that is an output is written by a kernel: it is a compute node."""
         nodes = self.nodes
-        return {n for n in order if n not in self.sinks
-                and nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)}
+        return {n for n in order if n not in self.sinks and (nodes[n].op == "Iota" or (
+                nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)))}
+
+
+def _upcast(src: int, dst: int) -> bool:
+    """A cast from dtype code ``src`` to a wider floating-point ``dst``."""
+    if src >= len(DTYPES) or dst >= len(DTYPES):
+        return False
+    a, b = DTYPES[src], DTYPES[dst]
+    return dt.is_float(a) and dt.is_float(b) and ITEMSIZE.get(a, 0) < ITEMSIZE.get(b, 0)
 
 
 def resizes_broadcast(nodes, m) -> bool:

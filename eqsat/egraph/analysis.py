@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from egglog import String, eq, f64, i64, rule, ruleset, set_, var
 
-from .terms import TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
-from .vocabulary import (CONSTRUCTORS, Abs, Add, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
-                         Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Var,
-                         cast_dtype, compute_dtype, dtype, float_code, floatify, floating, labels,
+from eqsat.ir.dtypes import DataType
+
+from .terms import DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
+from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
+                         Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
+                         Var, cast_dtype, compute_dtype, dtype, float_code, floatify, floating, labels,
                          no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
+BOOLEAN_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 
 _SORTS = {"i64": i64, "f64": f64, "String": String}
 
@@ -37,8 +40,12 @@ def labels_rule(spec: TermSpec):
         return None
     if spec.kind == "scalar":
         value = i64(0)
+    elif spec.kind == "axis":                 # the labels it names
+        value = attrs[spec.attrs.index("labels")]
     elif spec.kind == "reduction":            # the kid's labels less the reduced ones
         value = kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])
+    elif spec.kind == "take":                 # the indexed kid's labels less the indexed one, the index's
+        value = (kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])) | kid_labels[1]
     else:                                      # pointwise: every label a kid varies along
         value = kid_labels[0]
         for la in kid_labels[1:]:
@@ -84,6 +91,16 @@ def _labels_and_dtypes():
         yield from (r for r in (labels_rule(spec), dtype_rule(spec)) if r is not None)
     a, d = var("a", Term), var("d", i64)
     yield rule(eq(d).to(dtype(a)), float_code(d)).then(floating(a))
+
+
+@analysis.register
+def _generic_dtypes(p: Term, a: Term, b: Term, da: i64, db: i64, r: i64):
+    """The dtypes of the generic terms rules make (the encoding gives those of the input's):
+    comparisons and logical ops are Bool, a where its branches' promoted dtype."""
+    for op in BOOLEAN_BINARY:
+        yield rule(Bin(op, a, b)).then(set_(dtype(Bin(op, a, b))).to(i64(DTYPE_CODE[DataType.Bool])))
+    yield rule(Tern("where", p, a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)),
+               eq(r).to(promote(da, db))).then(set_(dtype(Tern("where", p, a, b))).to(r))
 
 
 @analysis.register

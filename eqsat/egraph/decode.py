@@ -20,7 +20,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import GENERIC, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from .terms import GENERIC, INDEXING, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
@@ -201,8 +201,13 @@ class TermLowering:
             return Lowered(fd.define_scalar(int(n.attrs[0]), dtype=DataType.Int), None)
         if op == "Extent":
             return Lowered(self.extent_product(self.labels(n.attrs[0])), None)
+        if op == "Iota":
+            (label,) = self.labels(n.attrs[0])
+            return Lowered(fd.ops.iota(self.extent(label), 0, 1, dtype=DataType.Int), (label,))
         if op in REDUCTIONS:
             return self.reduction(tid)
+        if op in INDEXING:
+            return self.indexing(tid)
         kids = [self.lower(k) for k in n.kids]
         order = self.output_order(tid, kids) if any(k.order is not None for k in kids) else None
         args = [self.conform(k, order) if order is not None else k.handle for k in kids]
@@ -247,6 +252,30 @@ class TermLowering:
         elif absent and n.op == "Prod":
             handle = fd.ops.pow(handle, self.extent_product(absent))
         return Lowered(handle, order)
+
+    def indexing(self, tid: int) -> Lowered:
+        """``take_along_axis`` (Take) or ``index_select`` (IndexSelect) along the term's one
+        label. The input keeps its order; for take_along_axis the index is laid out as the
+        input, with an extent-1 broadcast dim at the indexed one (and where it lacks one of the
+        input's labels: nvFuser takes the input's), and the result lacks the indexed label;
+        index_select's 1-D index puts its label at the indexed dim."""
+        n = self.g[tid]
+        (label,) = self.labels(n.attrs[0])
+        x, index = self.lower(n.kids[0]), self.lower(n.kids[1])
+        if x.order is None or label not in x.order or index.order is None:
+            raise LoweringError(f"{n.op} of a value that does not vary along the indexed axis a{label}")
+        dim = x.order.index(label)
+        if n.op == "IndexSelect":
+            if len(index.order) != 1:
+                raise LoweringError("index_select of an index that is not 1-D")
+            out = self.fd.ops.index_select(x.handle, index.handle, dim=dim)
+            return Lowered(out, x.order[:dim] + index.order + x.order[dim + 1:])
+        if set(index.order) - set(x.order):
+            raise LoweringError("take_along_axis of an index along an axis its input lacks")
+        target = tuple(None if l == label else l for l in x.order)
+        idx = self.conform(index, target)
+        out = self.fd.ops.take_along_axis(x.handle, idx, dim=dim)
+        return Lowered(self.fd.ops.squeeze(out, dims=[dim]), tuple(l for l in x.order if l != label))
 
     def correction_for(self, kid: int, mask: int) -> int:
         for node in self.g.nodes:

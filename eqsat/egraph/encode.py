@@ -16,7 +16,8 @@ from eqsat.ir import layout
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.opspec import OPS
 
-from .terms import BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, UNARY_TERMS, TermGraph, scalar_code
+from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
+                    scalar_code)
 
 MAX_LABELS = 62
 IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
@@ -189,6 +190,10 @@ class _Encoder:
             if kw["dtype"] is not DataType.Null:
                 x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
             return [g.add(REDUCTION_TERMS[op], (self.reduce_mask(t, kw["dims"]),), (x,))]
+        if op in INDEXING_TERMS:
+            return self.indexing(node)
+        if op == "iota":
+            return self.iota(node)
         if cat in ("var_mean", "var"):
             t = self.types[kw["arg"].id]
             mask = self.reduce_mask(t, kw["dims"])
@@ -198,6 +203,41 @@ class _Encoder:
             var = g.add("Var", (mask, int(kw["correction"])), (x,))
             return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
         return None
+
+    def indexing(self, node: Node) -> list[int] | None:
+        """``take_along_axis`` of an index with extent 1 along the indexed dim (one element
+        per row: cross-entropy's target), or ``index_select`` of a 1-D index, as a term: the
+        labels are the input's less the indexed one, and the index's. Other forms (an index
+        varying along the indexed dim, an input or index broadcast along another's axis) stay
+        boundaries."""
+        kw = node.kwargs
+        t, idx = self.types[kw["arg"].id], self.types[kw["index"].id]
+        out = self.types[node.outputs[0]]
+        if not (isinstance(t, TensorType) and isinstance(idx, TensorType) and t.known and idx.known):
+            return None
+        d = t.dims[kw["dim"]]
+        if d.broadcast or idx.dtype not in (DataType.Int, DataType.Int32):
+            return None
+        rest = set(t.labels) - {d.label}
+        if node.op == "take_along_axis":
+            if not self.unit(idx.dims[kw["dim"]]) or set(idx.labels) != rest or set(out.labels) != rest:
+                return None
+        elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \
+                set(out.labels) != rest | set(idx.labels):
+            return None
+        term = INDEXING_TERMS[node.op]
+        return [self.g.add(term, (self.enc.mask([d.label]),),
+                           (self.operand(kw["arg"]), self.operand(kw["index"])))]
+
+    def iota(self, node: Node) -> list[int] | None:
+        """``iota(n, 0, 1, Int)`` along one axis as an ``Iota`` term (a one-hot is an equality
+        with it: ``where(iota == y, ...)``); other starts, steps and dtypes stay boundaries."""
+        kw = node.kwargs
+        out = self.types[node.outputs[0]]
+        if kw["start"] not in (None, 0) or kw["step"] not in (None, 1) or kw["dtype"] is not DataType.Int \
+                or any(isinstance(kw[p], bool) for p in ("start", "step")) or len(out.labels) != 1:
+            return None
+        return [self.generic(self.g.add("Iota", (self.enc.mask(out.labels),)), node)]
 
     def link_op(self, node: Node) -> str:
         """The name the cost model knows a kept op by: its own, "opaque" for an op eqsat does

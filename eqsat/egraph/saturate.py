@@ -22,7 +22,7 @@ from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text
 from .encode import Encoding
 from .registry import RULES
-from .terms import TermGraph
+from .terms import INDEXING, TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
 
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
@@ -66,6 +66,23 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
             and (keep_special or not RULES[n].special_values)]
 
 
+# rule families that match only terms of these constructors (a family's rules are left out
+# of a saturation whose e-graph has none of them: they could never fire)
+FAMILY_NEEDS = {"indexing": INDEXING | {"Iota"}}
+
+
+def needs(name: str) -> frozenset:
+    """The constructors one of which the e-graph must hold for rule ``name`` to fire (empty:
+    any e-graph)."""
+    return FAMILY_NEEDS.get(RULES[name].family, frozenset())
+
+
+def applicable(names: Iterable[str], graph: TermGraph) -> tuple[str, ...]:
+    """``names`` less the rules that cannot fire on the terms of ``graph`` (:func:`needs`)."""
+    present = {n.op for n in graph.nodes}
+    return tuple(n for n in names if not needs(n) or needs(n) & present)
+
+
 class Session:
     """A prepared EGraph (one per thread: egglog's EGraph is not thread-safe)."""
 
@@ -73,14 +90,16 @@ class Session:
         self.eg = EGraph()
         self.eg.register(set_(labels(Leaf(0))).to(0))       # declares the vocabulary
         self.eg.run(1, ruleset=analysis)
-        self._rule_sets = {name: ruleset(rule.egglog(), name=f"rule:{name}") for name, rule in RULES.items()}
+        self._rule_sets: dict[str, object] = {}
         self._combined: dict[tuple[str, ...], object] = {}
         self.counter = 0
-        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))      # compiles every rule once
+        # compiles every rule once, but those that need a constructor most fusions lack (made
+        # on first use: compiling a rule costs a few milliseconds in every thread's session)
+        self.eg.run(0, ruleset=self.rewrites(tuple(n for n in RULES if not needs(n))))
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
-        for n in names:                     # a rule registered after this session began
+        for n in names:                     # made on first use (and a rule registered later)
             if n not in self._rule_sets:
                 self._rule_sets[n] = ruleset(RULES[n].egglog(), name=f"rule:{n}")
         if names not in self._combined:

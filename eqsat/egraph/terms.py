@@ -21,6 +21,12 @@ change only positions, so they are not terms at all.
 ``Sum(R, a)`` ...          a reduction over the labels ``R``; over a label that ``a`` lacks,
                            ``Sum`` multiplies by its extent and ``Max``/``Min`` are identity
 ``Mean(R, a)``, ``Var(R, c, a)``   the two outputs of ``var_mean`` (correction ``c``)
+``Take(V, a, i)``          ``take_along_axis(a, i)`` along the one label ``V``: the element
+                           of ``a`` at ``i`` along ``V``, for each place of ``i`` (``i`` has
+                           extent 1 along ``V``; the result lacks ``V``)
+``IndexSelect(V, a, i)``   ``index_select(a, i)`` along ``V``: ``i`` is 1-D along a label of
+                           its own, which the result has in the place of ``V``
+``Iota(V)``                ``iota`` along the one label ``V``: 0, 1, ..., |V| - 1 (Int)
 =========================  =====================================================
 """
 from __future__ import annotations
@@ -68,6 +74,8 @@ TERM_KINDS = {
     "pointwise": "varies along every label any kid varies along",
     "generic": "pointwise, the IR op named by its op attribute: dtype given by the encoding",
     "reduction": "its kid's labels less the reduced ones",
+    "take": "its first kid's labels less the indexed one, and its index's (second kid's)",
+    "axis": "the labels its labels attribute names",
 }
 
 # how a term's dtype code follows from its kids' (the dtype analysis, dtype_codes.result_code)
@@ -121,6 +129,9 @@ TERMS: dict[str, TermSpec] = {t.name: t for t in (
     TermSpec("Prod",    ("labels",),              1,    "reduction",  "sum",         "prod"),
     TermSpec("Mean",    ("labels",),              1,    "reduction",  "float"),
     TermSpec("Var",     ("labels", "correction"), 1,    "reduction",  "float"),
+    TermSpec("Take",    ("labels",),              2,    "take",       "same"),
+    TermSpec("IndexSelect", ("labels",),          2,    "take",       "same"),
+    TermSpec("Iota",    ("labels",),              0,    "axis",       "given"),
 )}
 
 
@@ -152,6 +163,8 @@ IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
 SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
+INDEXING_TERMS = {"take_along_axis": "Take", "index_select": "IndexSelect"}      # IR op -> term
+INDEXING = frozenset(INDEXING_TERMS.values())
 
 # dtype codes: one per DataType; "weak" codes for scalars, which (as in PyTorch) do not lift
 # a tensor within its category.
