@@ -5,6 +5,8 @@ optimized fusion with eqsat's own run of the input would pass a bug both share; 
 by hand shares none."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -71,3 +73,16 @@ def long_sum(fd):
     for i in range(40):
         acc = fd.ops.add(acc, fd.ops.mul(xs[i % 3], xs[(i + 1) % 3]))
     fd.add_output(fd.ops.sum(acc, dims=[1]))
+
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def load_bench(monkeypatch, name: str):
+    """bench/NAME.py imported as its command line runs it (bench/ on the path, for gpu_timing),
+    so that a test can call its ``main`` and ``parse_args``."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,12 +4,10 @@ moved through pointwise ops (take(x - logsumexp_V(x), y) = take(x, y) - logsumex
 of the one-hot nll gradient, where(iota == y, a, 0), is a where of y in range, so nothing of
 [N, V] crosses kernels either. Every fusion checked against F.cross_entropy and its autograd
 gradient, with ignored rows and label smoothing."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import assert_outputs_match, returned_rtols
+from helpers import assert_outputs_match, load_bench, returned_rtols
 
 import eqsat
 from eqsat import DataType
@@ -174,17 +172,9 @@ def test_a_rule_that_indexes_the_wrong_element_fails_verification():
     assert not verdict.passed and verdict.cases >= 1
 
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
 @pytest.fixture
 def bench(monkeypatch):
-    """bench/cross_entropy.py, imported as its command line runs it (bench/ on the path)."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_cross_entropy", BENCH / "cross_entropy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "cross_entropy")
 
 
 def test_the_benchmark_parses_its_options_and_needs_a_gpu(bench, capsys):

@@ -3,13 +3,11 @@ then the max of a product or quotient by a constant >= 0), and the amax of RMSNo
 LayerNorm, GELU and SwiGLU outputs is split so that its first stage fuses into the kernel
 that makes them; every fusion checked against torch written by hand, special values among
 the inputs."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import assert_outputs_match, check
+from helpers import assert_outputs_match, check, load_bench
 
 import eqsat
 from eqsat import DataType
@@ -328,17 +326,9 @@ def test_a_narrowing_round_trip_fails_verification():
 
 # -- the benchmark ---------------------------------------------------------------------------------
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
 @pytest.fixture
 def bench(monkeypatch):
-    """bench/fp8_amax.py, imported as its command line runs it (bench/ on the path)."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_fp8_amax", BENCH / "fp8_amax.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "fp8_amax")
 
 
 def test_the_benchmark_imports_and_says_how_to_run_it_without_a_gpu(bench, capsys):

@@ -2,11 +2,11 @@
 saving recorded candidates were predicted and did not deliver), by the input's kernel count and
 predicted time (a profile's error table, eqsat.cost.error_table), fitted from recorded GPU pairs
 by bench/corpus.py --fit-error; min_gain replaces it."""
-import importlib.util
 import json
 
 import pytest
 from conftest import ROOT
+from helpers import load_bench
 
 from eqsat import FusionError, optimize_fusion
 from eqsat.cost.error_table import ErrorTable, cell, fit_error_table, shortfall
@@ -155,7 +155,7 @@ def test_a_bad_error_table_is_refused_naming_the_field(change, message):
         load_profile(_profile(table))
 
 
-def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys):
+def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys, monkeypatch):
     rows = [{"name": f"f{i}", "changed": True, "profile": "h200_host_fit",
              "predicted_before": {"kernels": 1, "time_us": 100.0},
              "predicted_after": {"kernels": 1, "time_us": 90.0},
@@ -167,9 +167,7 @@ def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys)
     run.write_text(json.dumps({"device": "test", "rows": rows}))
     profile = tmp_path / "p.json"
     profile.write_text(json.dumps(_profile(None, base="h200_host_fit")))
-    spec = importlib.util.spec_from_file_location("bench_corpus", ROOT / "bench" / "corpus.py")
-    corpus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus)
+    corpus = load_bench(monkeypatch, "corpus")
     assert corpus.main(["--corpus", str(tmp_path), "--predict", str(run), "--fit-error", str(profile)]) == 0
     table = load_profile(str(profile)).error
     # the pairs made with this profile: 10% predicted, 5% and -20% measured: 5% and 30% short

@@ -68,6 +68,15 @@ def _valid(fd, target):
     return yb, valid, count
 
 
+def _prelude(fd, grad: bool):
+    """What each definition starts with: (logits, target, g or None, the logits in Float,
+    their logsumexp [N, 1], the target [N, 1], whether it is valid, the count of valid rows)."""
+    logits, target, g = _inputs(fd, grad=grad)
+    xf = fd.ops.cast(logits, dtype=DataType.Float)
+    yb, valid, count = _valid(fd, target)
+    return logits, target, g, xf, _logsumexp(fd, xf), yb, valid, count
+
+
 def forward(label_smoothing: float = 0.0):
     """The naive forward: (logits bf16 [N, V], target Int [N]) -> loss (Float, 0-dim)."""
     eps = float(label_smoothing)
@@ -129,10 +138,7 @@ def forward_anchor(label_smoothing: float = 0.0):
     eps = float(label_smoothing)
 
     def cross_entropy_fwd_anchor(fd) -> None:
-        logits, target, _ = _inputs(fd, grad=False)
-        xf = fd.ops.cast(logits, dtype=DataType.Float)
-        lse = _logsumexp(fd, xf)
-        yb, valid, count = _valid(fd, target)
+        logits, target, _, xf, lse, yb, valid, count = _prelude(fd, grad=False)
         picked = fd.ops.take_along_axis(logits, fd.ops.where(valid, yb, 0), dim=1)
         picked = fd.ops.cast(picked, dtype=DataType.Float)
         row = fd.ops.sub(lse, picked)                                             # -logp[target]
@@ -155,10 +161,7 @@ def backward_anchor(label_smoothing: float = 0.0):
     eps = float(label_smoothing)
 
     def cross_entropy_bwd_anchor(fd) -> None:
-        logits, target, g = _inputs(fd, grad=True)
-        xf = fd.ops.cast(logits, dtype=DataType.Float)
-        lse = _logsumexp(fd, xf)
-        yb, valid, count = _valid(fd, target)
+        logits, target, g, xf, lse, yb, valid, count = _prelude(fd, grad=True)
         c = fd.ops.where(valid, fd.ops.div(g, count), 0.0)
         iota = fd.ops.broadcast(fd.ops.iota(fd.ops.size(logits, dim=1), 0, 1, dtype=DataType.Int),
                                 is_broadcast_dim=[True, False])
