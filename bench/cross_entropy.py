@@ -12,8 +12,15 @@ the kernels, and whether the loss and the gradient agree with torch eager (dtype
 Every column is measured on its own (one that fails is reported and the others kept). The
 target (H200, [8192, 128256]): eqsat >= 2x nvFuser as given, and no slower than torch.compile.
 
+``--form thunder`` takes the forward as Thunder 0.2.6 writes it for ignore_index = -100 (the
+target capped at V, the negated log-softmax padded with a zero column, then the take:
+``ce.forward_thunder``, static extents) in place of the masked one, for nvFuser as given and
+eqsat; its loss is checked against Thunder's own (``ce.torch_forward_thunder``: with label
+smoothing and ignored rows, not F.cross_entropy's), the other columns' against torch eager.
+
     python bench/cross_entropy.py [--shapes 8192x128256,4096x32000] [--label-smoothing 0.1]
-                                  [--runs 20] [--quick] [--min-gain F] [--json out.json]
+                                  [--form masked|thunder] [--runs 20] [--quick] [--min-gain F]
+                                  [--json out.json]
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from eqsat.reference.compare import mismatch
 from eqsat.testing import cross_entropy as ce
 
 GIVEN, OURS, ANCHOR = "nvFuser as given", "nvFuser + eqsat", "nvFuser anchor"
+FORMS = ("masked", "thunder")
 TARGET = 2.0          # eqsat over nvFuser as given, at steady state
 FRONTEND = "nvfuser_direct"
 
@@ -41,6 +49,9 @@ def parse_args(argv):
                         help="comma-separated N x V (default %(default)s)")
     parser.add_argument("--label-smoothing", type=float, default=0.0)
     parser.add_argument("--ignored", type=float, default=0.1, help="share of rows with ignore_index")
+    parser.add_argument("--form", choices=FORMS, default="masked",
+                        help="the naive forward: the target masked before the take (masked) or "
+                             "Thunder's cap-and-pad (thunder); default %(default)s")
     parser.add_argument("--min-gain", type=float,
                         help="optimize_fusion's min_gain (default: the profile's margin)")
     parser.add_argument("--runs", type=int, default=20)
@@ -49,6 +60,16 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     args.shapes = [tuple(int(n) for n in s.lower().split("x")) for s in args.shapes.split(",") if s]
     return args
+
+
+def naive_forward(form: str, eps: float, shape):
+    """The naive forward definition of ``form`` (FORMS) at ``shape`` (the Thunder form has
+    static extents), and the loss it computes in plain torch."""
+    if form == "thunder":
+        return ce.forward_thunder(eps, tuple(shape)), ce.torch_forward_thunder(eps)
+    if form == "masked":
+        return ce.forward(eps), ce.torch_forward(eps)
+    raise ValueError(f"unknown form {form!r}; one of {', '.join(FORMS)}")
 
 
 def _nvfuser_step(fwd, bwd, inputs):
@@ -79,11 +100,12 @@ def _torch_step(eps, compiled: bool):
     return make
 
 
-def steps(shape, eps, min_gain, quick, inputs) -> tuple[dict, dict]:
+def steps(shape, eps, min_gain, quick, inputs, form: str = "masked") -> tuple[dict, dict]:
     """The callables of each column (None where building one failed, with the error) and
     eqsat's predictions."""
     out, notes = {}, {}
     n = 2
+    forward, _ = naive_forward(form, eps, shape)
 
     def build(label, make):
         try:
@@ -92,12 +114,12 @@ def steps(shape, eps, min_gain, quick, inputs) -> tuple[dict, dict]:
             traceback.print_exc()
             notes[label] = f"{type(err).__name__}: {err}"
 
-    build(GIVEN, lambda: _nvfuser_step(to_nvfuser(eqsat.from_function(ce.forward(eps)), frontend=FRONTEND),
+    build(GIVEN, lambda: _nvfuser_step(to_nvfuser(eqsat.from_function(forward), frontend=FRONTEND),
                                        to_nvfuser(eqsat.from_function(ce.backward(eps)), frontend=FRONTEND),
                                        inputs))
 
     def ours():
-        fwd = eqsat.optimize_fusion(ce.forward(eps), inputs[:n], min_gain=min_gain)
+        fwd = eqsat.optimize_fusion(forward, inputs[:n], min_gain=min_gain)
         bwd = eqsat.optimize_fusion(ce.backward(eps), inputs, min_gain=min_gain)
         for what, opt in (("forward", fwd), ("backward", bwd)):
             r = opt.report
@@ -118,15 +140,17 @@ def steps(shape, eps, min_gain, quick, inputs) -> tuple[dict, dict]:
     return out, notes
 
 
-def measure(shape, eps, ignored, runs, quick, min_gain=None) -> list[dict]:
+def measure(shape, eps, ignored, runs, quick, min_gain=None, form: str = "masked") -> list[dict]:
     """The rows of one shape: one per column."""
-    print(f"\ncross-entropy fwd+bwd {'x'.join(map(str, shape))} bf16, label_smoothing={eps}")
+    print(f"\ncross-entropy fwd+bwd {'x'.join(map(str, shape))} bf16, label_smoothing={eps}, {form} forward")
     inputs = ce.make_inputs(*shape, device="cuda", ignored=ignored)
     want = ce.torch_step(eps)(*inputs)
-    calls, notes = steps(shape, eps, min_gain, quick, inputs)
+    form_want = (naive_forward(form, eps, shape)[1](*inputs[:2]), want[1])   # the naive form's own loss
+    calls, notes = steps(shape, eps, min_gain, quick, inputs, form)
     rows = []
     for label in [GIVEN, OURS, ANCHOR, "torch eager", "torch.compile"]:
-        row = {"shape": list(shape), "label_smoothing": eps, "run": label,
+        expected = form_want if label in (GIVEN, OURS) else want
+        row = {"shape": list(shape), "label_smoothing": eps, "form": form, "run": label,
                "predicted": {k: v for k, v in notes.items() if k.startswith("predicted")}}
         if label not in calls:
             if label in notes:
@@ -137,7 +161,7 @@ def measure(shape, eps, ignored, runs, quick, min_gain=None) -> list[dict]:
         fn = calls[label]
         try:
             got = fn()
-            problems = [p for p in (mismatch(g, w) for g, w in zip(got, want, strict=True)) if p]
+            problems = [p for p in (mismatch(g, w) for g, w in zip(got, expected, strict=True)) if p]
             us, latency = throughput_us(fn, runs), time_us(fn, runs)
             kernels, device = kernel_count_and_time(fn)
         except Exception as err:
@@ -186,7 +210,8 @@ def main(argv=None) -> int:
         print("bench/cross_entropy.py needs a CUDA GPU and nvFuser (nvfuser_direct)", file=sys.stderr)
         return 2
     rows = [r for shape in args.shapes
-            for r in measure(shape, args.label_smoothing, args.ignored, args.runs, args.quick, args.min_gain)]
+            for r in measure(shape, args.label_smoothing, args.ignored, args.runs, args.quick, args.min_gain,
+                             args.form)]
     print("\n" + table(rows))
     if args.json:
         with open(args.json, "w") as f:

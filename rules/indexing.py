@@ -18,6 +18,10 @@ after). A new indexing term the rules make indexes an operand that varies along 
 along every label of the index (``Take``) or along none of them (``IndexSelect``), as the
 encoding's do.
 
+``take-padded`` reads Thunder's way of ignoring a target: ``TakePad(V, a, i)``, a take of a
+padded with one zero after the end of ``V`` (the index capped at |V| where it is ignored), is
+a where of ``i == |V|`` and a ``Take`` in range, which the rules above then move.
+
 ``sum-of-one-hot`` is the backward's side: a one-hot written as ``where(iota_V == y, a, 0)``
 (nll_loss's gradient, a scatter of ``a`` into zeros at ``y``) sums over V to ``a`` where y is
 in range, so log_softmax_backward's sum over V needs no [N, V] tensor.
@@ -153,6 +157,31 @@ def sum_of_one_hot(k, V: Axis, a: Term, y: Index):
     in_range = k.Bin("logical_and", k.Bin("ge", y, k.Int(0)), k.Bin("lt", y, k.Extent(V)))
     return (k.Sum(V, one_hot), k.Tern("where", in_range, a, k.Num(0.0)),
             [k.constant_along(a, V), k.constant_along(y, V), k.floating(a)])
+
+
+@rule("indexing", signed_zeros=True)
+def take_padded(k, V: Axis, D: DType, a: Term, i: Index):
+    """TakePad_V(a, i) = cast(where(i == |V|, 0.0, Take_V(a, where(i == |V|, 0, i))), dtype(a)):
+    the padded zero where the index is the pad's place, else a's element, picked with an
+    index in range (0 in place of |V|: the take never reads past a's end); the cast gives the
+    where a's dtype back (a where of a bf16 value and a Double scalar is Float: exact, and
+    back to bf16 exact too; to a's own dtype it is no op). Thunder's nll_loss, for an
+    ignore_index outside [0, V), caps the target at V and takes from the negated log-softmax
+    padded with one zero column; so written, the take is a Take, which the rules above move
+    onto the logits, and the [N, V+1] padded log-softmax is never formed.
+
+    Assumes indices in [0, |V|] (the pad's extent: the cap makes them so) and |V| >= 1 (a
+    static extent: at |V| = 0 the right side's take would read an empty axis). Floating a
+    only (TakePad is encoded from pads of floating values alone).
+
+    Special values: exact: a's element where the index is in range, +0.0 at |V|, on both
+    sides (NaN, +-inf and signed zeros alike; no overflow: nothing is computed, and the cast
+    back to a's dtype is of a value of that dtype)."""
+    last = k.Bin("eq", i, k.Extent(V))
+    picked = k.Tern("where", last, k.Num(0.0), k.Take(V, a, k.Tern("where", last, k.Int(0), i)))
+    return (k.TakePad(V, a, i), k.Cast(D, picked),
+            [k.has_axes(V), k.at_most_one(V), k.never_empty(V), k.floating(a), k.has_dtype(a, D),
+             *_indexes(k, "Take", a, i, V)])
 
 
 for _op in INDEX_TERMS:

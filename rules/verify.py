@@ -170,6 +170,15 @@ class EvalNamespace(Conditions):
         idx = Named(idx, i.labels).aligned(order).expand(x.shape[:-1])
         return Named(torch.gather(x, -1, idx.unsqueeze(-1)).squeeze(-1), order, a.dtype)
 
+    def TakePad(self, mask, a: Named, i: Named) -> Named:
+        """take_along_axis of ``a`` padded with one +0.0 after the end of ``mask``'s label:
+        the zero where the index is |V|, else ``Take``'s element (taken in range there as
+        ``Take`` takes it; the rules assume indices in [0, |V|])."""
+        v, _ = self._index(mask, a, i)
+        picked = self.Take(mask, a, i)
+        last = Named(i.t.to(torch.int64) == self.extents[v], i.labels).aligned(picked.labels)
+        return Named(torch.where(last, torch.zeros_like(picked.t), picked.t), picked.labels, a.dtype)
+
     def IndexSelect(self, mask, a: Named, i: Named) -> Named:
         """index_select along ``mask``'s label: a 1-D index along a label ``a`` lacks."""
         v, idx = self._index(mask, a, i)

@@ -3,7 +3,10 @@ moved through pointwise ops (take(x - logsumexp_V(x), y) = take(x, y) - logsumex
 [N, V] Float log-softmax of the naive forward is never written; in the backward the sum over V
 of the one-hot nll gradient, where(iota == y, a, 0), is a where of y in range, so nothing of
 [N, V] crosses kernels either. Every fusion checked against F.cross_entropy and its autograd
-gradient, with ignored rows and label smoothing."""
+gradient, with ignored rows and label smoothing. Thunder's own form of the forward (the target
+capped at V, the negated log-softmax padded with a zero column) reads the padded take as a
+TakePad term, which take-padded turns into a where and a take in range: it optimizes to the
+masked form's cost."""
 
 import pytest
 import torch
@@ -105,6 +108,131 @@ def test_the_anchor_is_predicted_no_slower_than_eqsat(optimized_forward, eps):
     assert opt.report.after.time_us <= anchor.report.before.time_us * 1.01
 
 
+@pytest.mark.parametrize("eps", SMOOTHING)
+def test_the_thunder_forward_is_cross_entropy_with_ignored_rows(eps):
+    """Thunder's form (target capped at V, the negated log-softmax padded with a zero
+    column) through the torch executor: F.cross_entropy's loss with ignored rows and no label
+    smoothing; with label smoothing, Thunder 0.2.6's own loss (its smoothing term sums the
+    ignored rows too), which is F.cross_entropy's only where no row is ignored."""
+    inputs = ce.make_inputs(64, 96, ignored=0.25)[:2]
+    assert (inputs[1] == ce.IGNORE_INDEX).any() and (inputs[1] != ce.IGNORE_INDEX).any()
+    fusion = eqsat.ingest(ce.forward_thunder(eps, (64, 96)))
+    assert [n.op for n in fusion.nodes if n.op in ("pad", "take_along_axis")] == ["pad", "take_along_axis"]
+    _check(fusion, inputs, ce.torch_forward_thunder(eps)(*inputs), "Thunder's form")
+    if not eps:
+        _check(fusion, inputs, ce.torch_forward(eps)(*inputs), "Thunder's form")
+    else:
+        assert not torch.allclose(ce.torch_forward_thunder(eps)(*inputs), ce.torch_forward(eps)(*inputs))
+        kept = ce.make_inputs(64, 96, ignored=0.0, seed=2)[:2]
+        assert (kept[1] != ce.IGNORE_INDEX).all()
+        _check(fusion, kept, ce.torch_forward(eps)(*kept), "Thunder's form, no ignored row")
+
+
+@pytest.fixture(scope="module")
+def optimized_thunder_forward():
+    return {eps: eqsat.optimize_fusion(ce.forward_thunder(eps), _meta(False), deadline_s=None) for eps in SMOOTHING}
+
+
+@pytest.mark.parametrize("eps", SMOOTHING)
+def test_the_thunder_forward_picks_from_the_logits_as_the_masked_one_does(optimized_thunder_forward,
+                                                                          optimized_forward, eps):
+    """At [8192, 128256] the take of the padded log-softmax becomes a where of the index at V
+    and a take in range (take-padded), which moves onto the bf16 logits as the masked form's
+    does: no [N, V] or [N, V + 1] tensor is written between kernels, and the prediction is the
+    masked form's optimized one."""
+    report = optimized_thunder_forward[eps].report
+    fired = report.rules_fired
+    assert report.changed and all(fired[r] > 0 for r in ("take-padded", "take-of-neg", "take-of-sub-with-constant",
+                                                          "take-of-cast"))
+    assert max(k.bytes_written for k in report.before.kernels) >= N * V * 4
+    assert max(k.bytes_written for k in report.after.kernels) < N * V // 100
+    assert report.after.time_us < report.before.time_us / 2.0
+    assert report.after.time_us <= optimized_forward[eps].report.after.time_us * 1.001
+
+
+@pytest.mark.parametrize("eps", SMOOTHING)
+def test_the_optimized_thunder_forward_computes_thunders_loss(eps):
+    """Optimized at [16, 128256] (V as large as the target's, so that the rewrite pays), with
+    ignored rows: no pad is left, one take of the logits, and the loss is Thunder's (F.cross_entropy's
+    without label smoothing)."""
+    inputs = ce.make_inputs(16, V, ignored=0.25, seed=3)[:2]
+    assert (inputs[1] == ce.IGNORE_INDEX).any() and (inputs[1] != ce.IGNORE_INDEX).any()
+    opt = eqsat.optimize_fusion(ce.forward_thunder(eps, (16, V)), inputs, deadline_s=None)
+    assert opt.report.changed and opt.report.rules_fired["take-padded"] > 0
+    ops = [n.op for n in opt.fusion.nodes]
+    assert "pad" not in ops and ops.count("take_along_axis") == 1
+    want = ce.torch_forward_thunder(eps)(*inputs)
+    _check(opt.fusion, inputs, want, "optimized Thunder form")
+    if not eps:
+        _check(opt.fusion, inputs, ce.torch_forward(eps)(*inputs), "optimized Thunder form")
+
+
+def _padded_take(value=0.0, widths=(0, 1, 0, 0), also_output=False, dim=1):
+    """take_along_axis(pad(exp(x)), y) on x [4, 5], y [4, 1] in [0, 5] (a pad as given)."""
+    def define(fd):
+        x = fd.define_tensor(shape=[4, 5], contiguity=[True, True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[4, 1], contiguity=[True, None], dtype=DataType.Int)
+        padded = fd.ops.pad(fd.ops.exp(x), list(widths), value)
+        fd.add_output(fd.ops.take_along_axis(padded, y, dim=dim))
+        if also_output:
+            fd.add_output(padded)
+    return define
+
+
+@pytest.mark.parametrize("case, encoded", [
+    ({}, True), ({"value": -0.0}, False), ({"value": 1.0}, False), ({"widths": (0, 2, 0, 0)}, False),
+    ({"widths": (1, 0, 0, 0)}, False), ({"also_output": True}, True)])
+def test_a_take_of_a_zero_padded_value_is_a_takepad_term(case, encoded):
+    """A take along the dim that a pad pads with one +0.0 after its end is ``TakePad`` of the
+    pad's input; other pads (-0.0, another value, wider, before) stay kept ops (their take a
+    ``Take`` of the kept pad), and a zero pad that is also read otherwise is kept for that
+    reader. Each encoding,
+    lowered back, computes what the definition does."""
+    fusion = eqsat.ingest(_padded_take(**case))
+    enc = encode(fusion)
+    ops = {op for t in enc.roots.values() for op in _ops(enc.graph, t)}
+    kept = [n.op for n in enc.boundaries if not n.is_input]
+    assert ("TakePad" in ops) == encoded and ("Take" in ops) == (not encoded)     # a take of the kept pad
+    assert kept == ([] if encoded and not case else ["pad"])
+    from eqsat.egraph.decode import lower_encoding
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(4, 5, generator=g), torch.tensor([[0], [5], [2], [4]])]
+    if case.get("widths") == (0, 2, 0, 0):
+        inputs[1][1, 0] = 6
+    want = eqsat.run_fusion(fusion, fresh_copies(inputs), strict=True)
+    got = eqsat.run_fusion(lower_encoding(enc), fresh_copies(inputs), strict=True)
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    if "widths" not in case:                 # row 1 picks the padded value
+        assert want[0][1, 0] == case.get("value", 0.0)
+
+
+def test_a_take_of_a_zero_pad_is_not_rewritten_where_the_axis_may_be_empty():
+    """With a symbolic V the padded take stays: at |V| = 0 the take in range that take-padded
+    makes would read an empty axis (the policy for rules that need a non-empty axis)."""
+    def define(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Int)
+        fd.add_output(fd.ops.take_along_axis(fd.ops.pad(fd.ops.exp(x), [0, 1, 0, 0], 0.0), y, dim=1))
+    meta = [torch.empty(8192, 128256, device="meta"), torch.empty(8192, 1, dtype=torch.int64, device="meta")]
+    opt = eqsat.optimize_fusion(define, meta, deadline_s=None)
+    assert opt.report.rules_fired.get("take-padded", 0) == 0 and not opt.report.changed
+    static = eqsat.optimize_fusion(_padded_take(), [torch.empty(4, 5, device="meta"),
+                                                     torch.empty(4, 1, dtype=torch.int64, device="meta")],
+                                   deadline_s=None)
+    assert static.report.rules_fired["take-padded"] > 0
+
+
+def test_a_take_padded_that_forgets_the_zero_fails_verification():
+    """The verifier evaluates TakePad: a rule taking a's element at |V| (wrapped) in place of
+    the padded zero is caught."""
+    from eqsat.rules.rule import Axis, DType, Index, Rule, Term
+
+    def wrong(k, V: Axis, D: DType, a: Term, i: Index):
+        return k.TakePad(V, a, i), k.Take(V, a, i), [k.floating(a), k.constant_along(i, V)]
+    verdict = verify_rule(Rule("take-padded-without-zero", "test", wrong), cases=20)
+    assert not verdict.passed and verdict.cases >= 1
+
+
 def test_take_along_axis_index_select_and_iota_are_terms():
     """A take with an extent-1 index along its dim, a 1-D index_select and an iota from 0 by
     1 encode as Take, IndexSelect and Iota terms (no boundary); a take whose index varies
@@ -182,7 +310,14 @@ def test_the_benchmark_parses_its_options_and_needs_a_gpu(bench, capsys):
         bench.main(["--help"])
     assert done.value.code == 0 and "--shapes" in capsys.readouterr().out
     args = bench.parse_args(["--shapes", "128x256,64x32000", "--label-smoothing", "0.1"])
-    assert args.shapes == [(128, 256), (64, 32000)] and args.label_smoothing == 0.1
+    assert args.shapes == [(128, 256), (64, 32000)] and args.label_smoothing == 0.1 and args.form == "masked"
+    assert bench.parse_args(["--form", "thunder"]).form == "thunder"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--form", "jax"])
+    define, reference = bench.naive_forward("thunder", 0.1, (128, 256))
+    assert define.__name__ == "cross_entropy_fwd_thunder_smoothed"
+    assert "pad" in [n.op for n in eqsat.ingest(define).nodes]
+    assert bench.naive_forward("masked", 0.0, (128, 256))[0].__name__ == "cross_entropy_fwd"
     if not torch.cuda.is_available():
         assert bench.main(["--quick"]) == 2
 

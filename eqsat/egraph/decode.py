@@ -254,9 +254,9 @@ class TermLowering:
         return Lowered(handle, order)
 
     def indexing(self, tid: int) -> Lowered:
-        """``take_along_axis`` (Take) or ``index_select`` (IndexSelect) along the term's one
-        label. The input keeps its order; for take_along_axis the index is laid out as the
-        input, with an extent-1 broadcast dim at the indexed one (and where it lacks one of the
+        """``take_along_axis`` (Take; TakePad: of the input padded with one zero) or
+        ``index_select`` (IndexSelect) along the term's one label. The input keeps its order;
+        for take_along_axis the index is laid out as the input, with an extent-1 broadcast dim at the indexed one (and where it lacks one of the
         input's labels: nvFuser takes the input's), and the result lacks the indexed label;
         index_select's 1-D index puts its label at the indexed dim."""
         n = self.g[tid]
@@ -274,7 +274,11 @@ class TermLowering:
             raise LoweringError("take_along_axis of an index along an axis its input lacks")
         target = tuple(None if l == label else l for l in x.order)
         idx = self.conform(index, target)
-        out = self.fd.ops.take_along_axis(x.handle, idx, dim=dim)
+        source = x.handle
+        if n.op == "TakePad":           # one +0.0 after the end of the indexed dim (innermost first)
+            widths = [w for d in reversed(range(dim, len(x.order))) for w in ((0, 1) if d == dim else (0, 0))]
+            source = self.fd.ops.pad(source, widths, 0.0)
+        out = self.fd.ops.take_along_axis(source, idx, dim=dim)
         return Lowered(self.fd.ops.squeeze(out, dims=[dim]), tuple(l for l in x.order if l != label))
 
     def correction_for(self, kid: int, mask: int) -> int:

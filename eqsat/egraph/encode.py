@@ -21,6 +21,7 @@ from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, U
 
 MAX_LABELS = 62
 IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
+PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})   # TakePad's
 
 
 class NotEncodable(Exception):
@@ -85,6 +86,7 @@ class _Encoder:
         self.enc = Encoding(fusion)
         self.g = self.enc.graph
         self.depths: list[int] = []          # term id -> longest path from a leaf (known_facts)
+        self.deferred: dict[int, Node] = {}  # zero pads read by takes alone so far: output -> pad
 
     # -- helpers -----------------------------------------------------------------------------
     def unit(self, dim) -> bool:
@@ -110,6 +112,8 @@ class _Encoder:
     def operand(self, value) -> int:
         """The term of an argument: a value with a term, or a python constant."""
         if isinstance(value, Ref):
+            if value.id in self.deferred:            # a zero pad read otherwise than by a take
+                self.keep(self.deferred.pop(value.id))
             if value.id not in self.enc.term_of:
                 raise NotEncodable("argument has no term")
             return self.enc.term_of[value.id]
@@ -154,6 +158,9 @@ class _Encoder:
             if dtype is DataType.Int and isinstance(value, int) and not isinstance(value, bool):
                 return [g.add("Int", (value,))]
             return None
+        if op == "pad" and self.zero_pad_dim(node) is not None:
+            self.deferred[node.outputs[0]] = node    # a term where a take reads it (TakePad)
+            return []
         spec = OPS.get(op)
         if spec is None:
             return None
@@ -211,6 +218,8 @@ class _Encoder:
         varying along the indexed dim, an input or index broadcast along another's axis) stay
         boundaries."""
         kw = node.kwargs
+        if node.op == "take_along_axis" and kw["arg"].id in self.deferred:
+            return self.take_padded(node, self.deferred[kw["arg"].id])
         t, idx = self.types[kw["arg"].id], self.types[kw["index"].id]
         out = self.types[node.outputs[0]]
         if not (isinstance(t, TensorType) and isinstance(idx, TensorType) and t.known and idx.known):
@@ -228,6 +237,43 @@ class _Encoder:
         term = INDEXING_TERMS[node.op]
         return [self.g.add(term, (self.enc.mask([d.label]),),
                            (self.operand(kw["arg"]), self.operand(kw["index"])))]
+
+    def zero_pad_dim(self, node: Node) -> int | None:
+        """The dim that ``pad`` node pads with one +0.0 after its end, where that is all it
+        does (lo 0, hi 1 there, no padding elsewhere; a floating input with a known type):
+        Thunder's nll_loss pads the negated log-softmax so for an ignore_index outside
+        [0, V). None for any other pad."""
+        kw = node.kwargs
+        t, value, widths = self.types[kw["arg"].id], kw["value"], kw["pad_widths"]
+        if not (isinstance(t, TensorType) and t.known and t.dtype in PADDED_FLOATS) or \
+                any(isinstance(w, bool) or not isinstance(w, int) for w in widths) or \
+                value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                       or value != 0 or math.copysign(1.0, value) < 0):
+            return None
+        pairs = [tuple(widths[k:k + 2]) for k in range(0, len(widths), 2)]
+        padded = [k for k, p in enumerate(pairs) if p != (0, 0)]
+        if len(padded) != 1 or pairs[padded[0]] != (0, 1):
+            return None
+        dim = t.rank - 1 - padded[0]
+        return None if t.dims[dim].broadcast else dim
+
+    def take_padded(self, node: Node, pad: Node) -> list[int] | None:
+        """``take_along_axis`` along the dim that a zero pad (:meth:`zero_pad_dim`) padded, of
+        an index with extent 1 there, as ``TakePad`` of the pad's input: labels as ``Take``'s.
+        Other takes of it stay boundaries (and so does the pad)."""
+        kw = node.kwargs
+        t, idx = self.types[pad.kwargs["arg"].id], self.types[kw["index"].id]
+        out = self.types[node.outputs[0]]
+        dim = self.zero_pad_dim(pad)
+        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known or \
+                idx.dtype not in (DataType.Int, DataType.Int32):
+            return None
+        label = t.dims[dim].label
+        rest = set(t.labels) - {label}
+        if not self.unit(idx.dims[dim]) or set(idx.labels) != rest or set(out.labels) != rest:
+            return None
+        return [self.g.add("TakePad", (self.enc.mask([label]),),
+                           (self.operand(pad.kwargs["arg"]), self.operand(kw["index"])))]
 
     def iota(self, node: Node) -> list[int] | None:
         """``iota(n, 0, 1, Int)`` along one axis as an ``Iota`` term (a one-hot is an equality
@@ -288,17 +334,7 @@ class _Encoder:
                     raise
                 terms = None
             if terms is None:
-                self.enc.boundaries.append(node)
-                for r in node.refs():
-                    if r.id in self.enc.term_of:
-                        self.enc.roots[r.id] = self.enc.term_of[r.id]
-                ins = tuple(self.enc.term_of[r.id] for r in node.refs()
-                            if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType))
-                for v in node.outputs:
-                    if isinstance(self.types[v], (TensorType, ScalarType)):
-                        self.enc.term_of[v] = self.leaf(v)
-                        if not node.is_input and isinstance(self.types[v], TensorType):
-                            self.enc.links[self.enc.term_of[v]] = (self.link_op(node), ins)
+                self.keep(node)
                 continue
             for v, tid in zip(node.outputs, terms):
                 self.enc.term_of[v] = tid
@@ -307,8 +343,28 @@ class _Encoder:
                     self.note_order(tid, t)
                 self.known_facts(tid, t)
         for out in self.f.outputs:
+            if out.value in self.deferred:
+                self.keep(self.deferred.pop(out.value))
             self.enc.roots[out.value] = self.enc.term_of[out.value]
         return self.enc
+
+    def keep(self, node: Node) -> None:
+        """``node`` as a boundary: its term inputs are roots, its outputs leaves (a deferred
+        zero pad that it reads is kept first)."""
+        for r in node.refs():
+            if r.id in self.deferred:
+                self.keep(self.deferred.pop(r.id))
+        self.enc.boundaries.append(node)
+        for r in node.refs():
+            if r.id in self.enc.term_of:
+                self.enc.roots[r.id] = self.enc.term_of[r.id]
+        ins = tuple(self.enc.term_of[r.id] for r in node.refs()
+                    if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType))
+        for v in node.outputs:
+            if isinstance(self.types[v], (TensorType, ScalarType)):
+                self.enc.term_of[v] = self.leaf(v)
+                if not node.is_input and isinstance(self.types[v], TensorType):
+                    self.enc.links[self.enc.term_of[v]] = (self.link_op(node), ins)
 
 
 def encode(fusion: Fusion, extents: dict[int, int] | None = None) -> Encoding:

@@ -26,6 +26,9 @@ change only positions, so they are not terms at all.
                            extent 1 along ``V``; the result lacks ``V``)
 ``IndexSelect(V, a, i)``   ``index_select(a, i)`` along ``V``: ``i`` is 1-D along a label of
                            its own, which the result has in the place of ``V``
+``TakePad(V, a, i)``       ``take_along_axis(pad(a, one zero after the end of V), i)``: as
+                           ``Take``, with the index in [0, |V|]; 0 where it is |V| (Thunder's
+                           nll_loss caps an ignored target at |V| and pads so)
 ``Iota(V)``                ``iota`` along the one label ``V``: 0, 1, ..., |V| - 1 (Int)
 =========================  =====================================================
 """
@@ -131,6 +134,7 @@ TERMS: dict[str, TermSpec] = {t.name: t for t in (
     TermSpec("Var",     ("labels", "correction"), 1,    "reduction",  "float"),
     TermSpec("Take",    ("labels",),              2,    "take",       "same"),
     TermSpec("IndexSelect", ("labels",),          2,    "take",       "same"),
+    TermSpec("TakePad", ("labels",),              2,    "take",       "same"),
     TermSpec("Iota",    ("labels",),              0,    "axis",       "given"),
 )}
 
@@ -164,7 +168,7 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) 
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
 INDEXING_TERMS = {"take_along_axis": "Take", "index_select": "IndexSelect"}      # IR op -> term
-INDEXING = frozenset(INDEXING_TERMS.values())
+INDEXING = frozenset(INDEXING_TERMS.values()) | {"TakePad"}      # encoded from a pad and a take
 
 # dtype codes: one per DataType; "weak" codes for scalars, which (as in PyTorch) do not lift
 # a tensor within its category.

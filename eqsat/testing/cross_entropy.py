@@ -16,9 +16,20 @@ The naive forward (Thunder 0.2.6's ``cross_entropy`` -> ``log_softmax`` + ``nll_
     loss    = (1 - eps) * nll + eps / V * smooth
 
 The target is masked before the take: out of range (ignore_index = -100) nvFuser's
-take_along_axis reads memory it was not given. Thunder itself, for an ignore_index outside
-[0, V), caps the target at V and pads the negated log-softmax with a zero column instead;
-eqsat keeps a pad verbatim, so that form is not the one rewritten here.
+take_along_axis reads memory it was not given. Thunder itself (0.2.6, ``_nll_loss_helper``),
+for an ignore_index outside [0, V), caps the target at V and pads the negated log-softmax
+with a zero column instead, so that an ignored row picks that zero (``forward_thunder``):
+
+    target' = where(valid, target, V)                              capped at V
+    picked  = take_along_axis(pad(-logp, [0, 1, 0, 0], 0.0), target')   [N, V+1] padded
+    nll     = sum(picked) / sum(valid)
+    smooth  = sum(-logp) / sum(valid)                              ignored rows not masked
+    loss    = (1 - eps) * nll + eps / V * smooth
+
+with static extents, as Thunder defines its fusions' tensors. Its label-smoothing term sums
+``-logp`` over every row, ignored ones too (``_cross_entropy_loss_label_smoothing`` masks
+``smooth_loss`` but divides the unmasked ``sum(out)``), so with label smoothing and ignored
+rows it is not F.cross_entropy's loss (``torch_forward_thunder`` is its value in plain torch).
 
 The naive backward recomputes the log-softmax (Thunder's rematerialization) and applies
 ``log_softmax_backward`` to the one-hot gradient of the nll, written as
@@ -105,6 +116,36 @@ def forward(label_smoothing: float = 0.0):
     return cross_entropy_fwd
 
 
+def forward_thunder(label_smoothing: float = 0.0, shape: tuple[int, int] = DEMO_SHAPE):
+    """The naive forward as Thunder 0.2.6 writes it for ignore_index = -100 (outside [0, V)):
+    the target capped at V, the negated log-softmax padded with a zero column, then the take
+    (the module's docstring). Static extents ``shape`` = (N, V), as Thunder's fusions have."""
+    eps = float(label_smoothing)
+    n, v = shape
+
+    def cross_entropy_fwd_thunder(fd) -> None:
+        logits = fd.define_tensor(shape=[n, v], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
+        target = fd.define_tensor(shape=[n], contiguity=[True], dtype=DataType.Int, is_cpu=False)
+        xf = fd.ops.cast(logits, dtype=DataType.Float)
+        neg = fd.ops.neg(fd.ops.sub(xf, _logsumexp(fd, xf)))
+        yb = fd.ops.broadcast_in_dim(target, shape=[n, 1], broadcast_dims=[0])
+        valid = fd.ops.ne(yb, IGNORE_INDEX)
+        capped = fd.ops.where(valid, yb, v)
+        padded = fd.ops.pad(neg, [0, 1, 0, 0], 0.0)                               # [N, V + 1]
+        picked = fd.ops.take_along_axis(padded, capped, dim=1)
+        count = fd.ops.cast(fd.ops.sum(valid, dims=[0, 1], keepdim=False, dtype=DataType.Null),
+                            dtype=DataType.Float)
+        nll = fd.ops.div(fd.ops.sum(picked, dims=[0, 1], keepdim=False, dtype=DataType.Null), count)
+        if not eps:
+            fd.add_output(nll)
+            return
+        smooth = fd.ops.div(fd.ops.sum(neg, dims=[0, 1], keepdim=False, dtype=DataType.Null), count)
+        fd.add_output(fd.ops.add(fd.ops.mul(nll, 1.0 - eps), fd.ops.mul(smooth, eps / v)))
+
+    cross_entropy_fwd_thunder.__name__ = f"cross_entropy_fwd_thunder{'_smoothed' if eps else ''}"
+    return cross_entropy_fwd_thunder
+
+
 def backward(label_smoothing: float = 0.0):
     """The naive backward: (logits bf16 [N, V], target Int [N], g Float 0-dim) -> d loss /
     d logits (bf16 [N, V])."""
@@ -181,6 +222,19 @@ def torch_forward(label_smoothing: float = 0.0):
     def reference(logits, target):
         return F.cross_entropy(logits.float(), target, ignore_index=IGNORE_INDEX, reduction="mean",
                                label_smoothing=label_smoothing)
+    return reference
+
+
+def torch_forward_thunder(label_smoothing: float = 0.0):
+    """Thunder 0.2.6's loss in plain torch: F.cross_entropy's but for the label-smoothing
+    term, which sums -log_softmax over ignored rows too (``forward_thunder``)."""
+    def reference(logits, target):
+        logp = torch.log_softmax(logits.float(), dim=1)
+        valid = target != IGNORE_INDEX
+        count = valid.sum()
+        nll = -logp.gather(1, torch.where(valid, target, 0)[:, None])[:, 0].where(valid, 0.0).sum() / count
+        smooth = -logp.sum() / count
+        return (1 - label_smoothing) * nll + label_smoothing / logits.shape[1] * smooth
     return reference
 
 
