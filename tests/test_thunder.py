@@ -38,6 +38,7 @@ import eqsat.thunder.region as region_module
 from eqsat.thunder import EqsatThunderWarning, Options, RegionHook, RegionRecord, ThunderReport
 from eqsat.thunder.region import describe_inputs, optimizer_inputs, region_ops, signature
 from eqsat.thunder.versions import UnsupportedVersion, check_nvfuser, check_thunder, release
+from helpers import load_bench
 
 # seed 1 (DESIGN.md) at 1024^3: eqsat distributes the sum (one kernel of N*K*J multiply-adds ->
 # two small ones), a 90% predicted saving, far beyond the cost model's error; at 64^3 it keeps it
@@ -791,3 +792,20 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     if thunder_off:
         pytest.xfail(f"Thunder 0.2.6 alone deviates from eager PyTorch where Thunder + eqsat agrees with it "
                      f"(Thunder's result, not eqsat's): {thunder_off}")
+
+
+def test_the_benchmark_loads_its_timing_helpers_and_tabulates_each_measure(monkeypatch):
+    """bench/thunder.py (run on the H200 only): it takes its own folder off the path (its name
+    is Thunder's), so it loads gpu_timing by file, and that module's dataclass must work; the
+    table shows steady state, speedup, eqsat's share of the first step, and device time."""
+    bench = load_bench(monkeypatch, "thunder")
+    timing = bench._gpu_timing()
+    assert timing.KernelRun("nvfuser_pointwise_f0", 1.0).is_nvfuser and bench._gpu_timing() is timing
+    rows = [{"model": "m", "variant": "Thunder", "steady_ms": 10.0, "first_call_s": 50.0, "latency_ms": 12.0,
+             "device_ms": 5.0, "nvfuser_ms": 1.5},
+            {"model": "m", "variant": "Thunder+eqsat", "steady_ms": 8.0, "first_call_s": 40.0, "eqsat_s": 2.0,
+             "regions": 4, "rewritten": 1, "latency_ms": 11.0, "device_ms": 4.0, "nvfuser_ms": 0.5},
+            {"model": "m", "variant": "eager", "error": "out of memory"}]
+    text = bench.table(rows)
+    assert "1.250x" in text and "+4.0%" in text and "1/4" in text
+    assert " 5.00 ( 1.50)  12.00" in text and "ERR" in text
