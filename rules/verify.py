@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from eqsat.egraph.dtype_codes import WEAK, compute_code, exact_widenings, result_code
-from eqsat.egraph.terms import DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
+from eqsat.egraph.terms import BOOLEAN_BINARY, DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
 from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.reference.compare import rtol_of
 from eqsat.reference.torch_executor import TorchOps
@@ -153,7 +153,7 @@ class EvalNamespace(Conditions):
     def _index(self, mask, a: Named, i: Named) -> tuple[int, torch.Tensor]:
         """The indexed label, and ``i``'s values taken in range along it (the rules assume
         indices in range); ValueError where the term would not be one the encoding makes."""
-        if bits(mask) == [] or len(bits(mask)) != 1 or bits(mask)[0] not in a.labels:
+        if len(bits(mask)) != 1 or bits(mask)[0] not in a.labels:
             raise ValueError("an indexing term needs one label its operand varies along")
         if i.t.is_floating_point() or i.dtype in WEAK:
             raise ValueError("an index is an integer tensor")
@@ -197,8 +197,7 @@ class EvalNamespace(Conditions):
 
     def Bin(self, op, a: Named, b: Named) -> Named:
         """A generic binary op (the torch executor's): comparisons and logical ops give Bool."""
-        boolean = op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
-        code = DTYPE_CODE[DataType.Bool] if boolean else result_code("promote", [a.dtype, b.dtype])
+        code = DTYPE_CODE[DataType.Bool] if op in BOOLEAN_BINARY else result_code("promote", [a.dtype, b.dtype])
         return self._pointwise(getattr(_OPS, op), a, b, dtype=code)
 
     def Tern(self, op, p: Named, a: Named, b: Named) -> Named:

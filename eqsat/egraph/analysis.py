@@ -11,14 +11,13 @@ from egglog import String, eq, f64, i64, rule, ruleset, set_, var
 
 from eqsat.ir.dtypes import DataType
 
-from .terms import DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
+from .terms import BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
 from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
                          Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
                          Var, cast_dtype, compute_dtype, dtype, float_code, floatify, floating, labels,
                          no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
-BOOLEAN_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 
 _SORTS = {"i64": i64, "f64": f64, "String": String}
 

@@ -169,6 +169,8 @@ REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
 INDEXING_TERMS = {"take_along_axis": "Take", "index_select": "IndexSelect"}      # IR op -> term
 INDEXING = frozenset(INDEXING_TERMS.values()) | {"TakePad"}      # encoded from a pad and a take
+# the generic binary ops (Bin) whose result is Bool: comparisons and logical ops
+BOOLEAN_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 
 # dtype codes: one per DataType; "weak" codes for scalars, which (as in PyTorch) do not lift
 # a tensor within its category.
