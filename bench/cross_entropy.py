@@ -1,8 +1,10 @@
 """Cross-entropy forward + backward (issue 17, item 1; ``eqsat.testing.cross_entropy``) on a
 GPU, side by side in one run: nvFuser on the naive definitions as given (Thunder's
 decomposition: log-softmax, take_along_axis of the masked target, where, sum, divide by the
-count; the backward recomputes the log-softmax), nvFuser on eqsat's optimized definitions, on
-the anchor fused by hand, torch eager F.cross_entropy forward + backward, and torch.compile
+count; the backward recomputes the log-softmax), nvFuser on eqsat's optimized definitions
+(``eqsat.optimize_pair``: the two optimized together, the forward passing the backward the
+logsumexp and the count it would recompute; and, for comparison, each optimized apart by
+``optimize_fusion``), on the anchor fused by hand, torch eager F.cross_entropy forward + backward, and torch.compile
 of it. Each row is one training step's loss work: the forward fusion then the backward one
 (bf16 logits, Int targets with ignore_index rows, mean reduction, optional label smoothing).
 
@@ -37,7 +39,7 @@ from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.reference.compare import mismatch
 from eqsat.testing import cross_entropy as ce
 
-GIVEN, OURS, ANCHOR = "nvFuser as given", "nvFuser + eqsat", "nvFuser anchor"
+GIVEN, OURS, APART, ANCHOR = "nvFuser as given", "nvFuser + eqsat", "eqsat, fusions apart", "nvFuser anchor"
 FORMS = ("masked", "thunder")
 TARGET = 2.0          # eqsat over nvFuser as given, at steady state
 FRONTEND = "nvfuser_direct"
@@ -72,11 +74,12 @@ def naive_forward(form: str, eps: float, shape):
     raise ValueError(f"unknown form {form!r}; one of {', '.join(FORMS)}")
 
 
-def _nvfuser_step(fwd, bwd, inputs):
-    """One step on two nvFuser definitions: the loss, then the gradient."""
+def _nvfuser_step(fwd, bwd, inputs, saved=0):
+    """One step on two nvFuser definitions: the loss, then the gradient; the forward's last
+    ``saved`` outputs are the backward's last inputs (``eqsat.optimize_pair``)."""
     def step():
-        (loss,) = fwd.execute(inputs[:2])
-        (grad,) = bwd.execute(inputs)
+        loss, *kept = fwd.execute(inputs[:2])
+        (grad,) = bwd.execute([*inputs, *kept[len(kept) - saved:]] if saved else inputs)
         return loss, grad
     return step
 
@@ -118,7 +121,7 @@ def steps(shape, eps, min_gain, quick, inputs, form: str = "masked") -> tuple[di
                                        to_nvfuser(eqsat.from_function(ce.backward(eps)), frontend=FRONTEND),
                                        inputs))
 
-    def ours():
+    def apart():
         fwd = eqsat.optimize_fusion(forward, inputs[:n], min_gain=min_gain)
         bwd = eqsat.optimize_fusion(ce.backward(eps), inputs, min_gain=min_gain)
         for what, opt in (("forward", fwd), ("backward", bwd)):
@@ -130,7 +133,15 @@ def steps(shape, eps, min_gain, quick, inputs, form: str = "masked") -> tuple[di
                   f"{len(r.before.kernels)} -> {len(r.after.kernels)} kernels; rules {', '.join(r.rules) or 'none'}")
         return _nvfuser_step(fwd.to_nvfuser(frontend=FRONTEND), bwd.to_nvfuser(frontend=FRONTEND), inputs)
 
+    def ours():
+        pair = eqsat.optimize_pair(forward, ce.backward(eps), {0: 0, 1: 1}, inputs[:n], inputs, min_gain=min_gain)
+        notes["predicted pair"] = pair.report.summary()
+        print("  eqsat pair: " + str(pair.report).replace("\n", "\n    "))
+        return _nvfuser_step(pair.forward.to_nvfuser(frontend=FRONTEND), pair.backward.to_nvfuser(frontend=FRONTEND),
+                             inputs, saved=len(pair.saved))
+
     build(OURS, ours)
+    build(APART, apart)
     build(ANCHOR, lambda: _nvfuser_step(
         to_nvfuser(eqsat.from_function(ce.forward_anchor(eps)), frontend=FRONTEND),
         to_nvfuser(eqsat.from_function(ce.backward_anchor(eps)), frontend=FRONTEND), inputs))
@@ -148,8 +159,8 @@ def measure(shape, eps, ignored, runs, quick, min_gain=None, form: str = "masked
     form_want = (naive_forward(form, eps, shape)[1](*inputs[:2]), want[1])   # the naive form's own loss
     calls, notes = steps(shape, eps, min_gain, quick, inputs, form)
     rows = []
-    for label in [GIVEN, OURS, ANCHOR, "torch eager", "torch.compile"]:
-        expected = form_want if label in (GIVEN, OURS) else want
+    for label in [GIVEN, OURS, APART, ANCHOR, "torch eager", "torch.compile"]:
+        expected = form_want if label in (GIVEN, OURS, APART) else want
         row = {"shape": list(shape), "label_smoothing": eps, "form": form, "run": label,
                "predicted": {k: v for k, v in notes.items() if k.startswith("predicted")}}
         if label not in calls:
