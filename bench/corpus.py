@@ -15,9 +15,11 @@ the file's own; as given always runs on the frontend the file imports). The seco
 recomputes the cost model's predictions for a recorded run (no GPU needed), so the
 segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
 A GPU run records the host probe (``eqsat.testing.host_probe``: a one-op fusion's steady-state
-time, before and after the corpus) as ``host_probe_us``; ``--host-scale auto`` predicts the run
-with the profile's host constants scaled to that machine, apart from the model's own error
-(nvFuser's host cost differed by 1.7x between two sessions on the same kind of GPU).
+time, before and after the corpus) as ``host_probe_us``, and on each row the probe of the call
+that measured it (``--resume`` continues a run on another machine); ``--host-scale auto``
+predicts each row with the profile's host constants scaled to its machine, apart from the
+model's own error (nvFuser's host cost differed by 1.7x between two sessions on the same kind
+of GPU).
 
 The third form fits each profile's ``error`` table (``eqsat.cost.error_table``: the model's
 relative error of the kernels' time by predicted kernel count and kernel time, the margin
@@ -178,9 +180,17 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
     ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
-    if host_scale is not None:
-        profile = load_profile(profile).with_host_scale(_host_scale(host_scale, recorded, profile, path))
-        print(f"predicting with {profile.name}")
+    scaled = {}
+
+    def profile_of(row):
+        """The profile, its host constants scaled to the machine ``row`` was measured on."""
+        if host_scale is None:
+            return profile
+        factor = _host_scale(host_scale, recorded, row, profile, path)
+        if factor not in scaled:
+            scaled[factor] = load_profile(profile).with_host_scale(factor)
+            print(f"predicting with {scaled[factor].name}")
+        return scaled[factor]
     rows = []
     for r in recorded["rows"]:
         if "error" in r:
@@ -191,7 +201,7 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
             print(f"{r['name']}: not in {', '.join(map(str, corpora))}; skipped")
             continue
         repro = eqsat.from_file(file, device="meta")
-        est = eqsat.estimate_fusion(repro.fusion, repro.inputs, profile=profile)
+        est = eqsat.estimate_fusion(repro.fusion, repro.inputs, profile=profile_of(r))
         r = dict(r)
         r["predicted_before"] = est.summary()
         if not r["changed"]:
@@ -203,16 +213,19 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
     return rows
 
 
-def _host_scale(given: str, recorded: dict, profile, path: str) -> float:
-    """``--host-scale``: a number, or ``auto``: the recorded run's host probe (the mean of its
-    measurements) against the profile's prediction of it (``eqsat.testing.host_probe``)."""
+def _host_scale(given: str, recorded: dict, row: dict, profile, path: str) -> float:
+    """``--host-scale``: a number, or ``auto``: the host probe of the machine ``row`` was
+    measured on (its own ``host_probe_us``, else the mean of the run's measurements) against
+    the profile's prediction of it (``eqsat.testing.host_probe``)."""
     if given != "auto":
         return float(given)
-    probes = recorded.get("host_probe_us")
-    if not probes:
+    probe = row.get("host_probe_us")
+    if probe is None and recorded.get("host_probe_us"):
+        probe = statistics.mean(recorded["host_probe_us"])
+    if probe is None:
         raise SystemExit(f"{path} recorded no host probe (runs before it was added did not); "
                          f"give --host-scale a number")
-    return host_probe.host_scale(statistics.mean(probes), profile)
+    return host_probe.host_scale(probe, profile)
 
 
 def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path]) -> int:
@@ -329,6 +342,8 @@ def main(argv=None) -> int:
         except Exception as err:
             rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
         r = rows[-1]
+        if probes:          # the host speed this row was measured at (a resumed run mixes machines)
+            r["host_probe_us"] = probes[0]
         msg = r.get("error", "").splitlines()[-1:] if "error" in r else \
             [f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady {r['given']['steady_us']:.1f} -> "
              f"{r['optimized']['steady_us']:.1f}, device {r['given']['device_us']:.1f} -> "

@@ -46,3 +46,20 @@ def test_the_probe_runs_on_nvfuser():
     us = host_probe.measure_us(runs=50)
     assert 1 < us < 10_000
     assert 0.1 < host_probe.host_scale(us) < 20
+
+
+def test_a_resumed_corpus_run_scales_each_row_by_its_own_machines_probe(monkeypatch):
+    """bench/corpus.py --host-scale auto: a row recorded with its call's probe is predicted at
+    that machine's scale; a row without one at the run's mean probe."""
+    from helpers import load_bench
+
+    bench = load_bench(monkeypatch, "corpus")
+    profile = load_profile()
+    probe_us = host_probe.predicted(profile).time_us
+    recorded = {"host_probe_us": [2 * probe_us, 2 * probe_us]}
+    fast = bench._host_scale("auto", recorded, {"host_probe_us": probe_us}, None, "run.json")
+    slow = bench._host_scale("auto", recorded, {}, None, "run.json")
+    assert math.isclose(fast, 1.0, rel_tol=1e-6) and math.isclose(slow, 2.0, rel_tol=0.1)
+    assert bench._host_scale("1.5", recorded, {}, None, "run.json") == 1.5
+    with pytest.raises(SystemExit, match="no host probe"):
+        bench._host_scale("auto", {}, {}, None, "run.json")
