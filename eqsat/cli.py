@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 
 from eqsat.frontend.ingest import from_file, from_function
@@ -13,6 +15,7 @@ from eqsat.reference.torch_executor import run_fusion
 from eqsat.rules.verify import verify
 from eqsat.testing.seeds import SEEDS
 
+from .crossfusion import optimize_pair
 from .errors import FusionError
 from .optimize import DEADLINE_S, MIN_GAIN, optimize_fusion
 from .rules import RULES
@@ -49,8 +52,6 @@ def _load_with_inputs(path, device, trust=False):
 
 
 def _optimize_cmd(args) -> int:
-    import json
-
     # shapes are all the optimizer needs; verifying on the GPU runs the file's inputs
     repro = _load_with_inputs(args.file, "cpu" if args.verify_on_gpu else "meta", args.trust)
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
@@ -70,6 +71,43 @@ def _optimize_cmd(args) -> int:
         print(opt.explain())
         print("\noptimized definition:")
         print(opt.source)
+    return 0
+
+
+def _pair_cmd(args) -> int:
+    # shapes are all the optimizer needs: the inputs are built on the meta device
+    fwd, bwd = (_load_with_inputs(path, "meta", args.trust) for path in (args.forward, args.backward))
+    links = dict(args.link)
+    try:
+        pair = optimize_pair(fwd.fusion.with_frontend(args.frontend or fwd.frontend),
+                             bwd.fusion.with_frontend(args.frontend or bwd.frontend), links, fwd.inputs,
+                             bwd.inputs, profile=args.profile, min_gain=args.min_gain,
+                             reassociate=not args.no_reassociate, deadline_s=args.deadline)
+    except FusionError as err:
+        if err.filename is None and err.line is not None and err.message.startswith("links:"):
+            # a link's dtype or rank: the line is the backward's define_tensor
+            raise FusionError(err.message, line=err.line, op=err.op, filename=args.backward) from None
+        raise
+    passed = [{"forward_output": s.forward_output, "backward_input": s.backward_input, "value": str(s)}
+              for s in pair.saved]
+    if args.json:
+        print(json.dumps({**pair.report.summary(), "passed": passed,
+                          "forward_source": pair.forward.source, "backward_source": pair.backward.source},
+                         indent=1))
+        return 0
+    print(pair.report)
+    print("\noptimized forward definition:")
+    print(pair.forward.source)
+    print("\noptimized backward definition:")
+    print(pair.backward.source)
+    own = len(pair.backward.fusion.inputs) - len(pair.saved)
+    if pair.saved:
+        print(f"\nrun the forward, then the backward on its own {own} inputs followed by:")
+        for s in pair.saved:
+            print(f"  backward input {s.backward_input} = forward output {s.forward_output} "
+                  f"({s.op} -> {s.dtype}{list(s.shape)})")
+    else:
+        print("\nnothing passed: the backward takes its own inputs")
     return 0
 
 
@@ -167,6 +205,18 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _link(text: str) -> tuple[int, int]:
+    """A link B:F: backward input B is forward input F (input positions, 0 or more)."""
+    match = re.fullmatch(r"\s*([+-]?[0-9]+)\s*:\s*([+-]?[0-9]+)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not B:F (backward input position : forward input position, "
+                                         f"as 1:0): {text!r}")
+    b, f = int(match[1]), int(match[2])
+    if b < 0 or f < 0:
+        raise argparse.ArgumentTypeError(f"input positions are 0 or more, got {text!r}")
+    return b, f
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -207,6 +257,37 @@ def main(argv=None) -> int:
     opt.add_argument("--cache-dir", help="the folder of eqsat's cache for --verify-on-gpu (default "
                                          "$EQSAT_CACHE_DIR, else ~/.cache/eqsat)")
     opt.set_defaults(handler=_optimize_cmd)
+    pair = sub.add_parser("pair", help="optimize a forward and a backward repro file together: the "
+                                        "forward writes small values the backward recomputes from a "
+                                        "shared input (a logsumexp, say) as extra outputs, the backward "
+                                        "reads them as extra inputs; print the report and both definitions",
+                          description="Optimize a forward and a backward repro file together "
+                                      "(eqsat.optimize_pair). The values passed are the forward's own, so "
+                                      "the step computes the same function. GPU verification is not "
+                                      "offered: each fusion would be timed apart, not the pair.")
+    pair.add_argument("forward", help="the forward's repro file (definition + inputs)")
+    pair.add_argument("backward", help="the backward's repro file (definition + inputs)")
+    pair.add_argument("--link", type=_link, action="append", required=True, metavar="B:F",
+                      help="backward input B is the same tensor as forward input F (positions from 0); "
+                           "repeat for each shared input, at least once")
+    pair.add_argument("--json", action="store_true",
+                      help="print the report's summary, the values passed and both definitions as JSON")
+    pair.add_argument("--frontend", choices=list(FRONTENDS),
+                      help="the nvFuser frontend to write the optimized definitions for (default: "
+                           "the one each file imports, classic where it imports both or neither)")
+    pair.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
+    pair.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
+    pair.add_argument("--min-gain", type=_fraction, default=None,
+                      help="least predicted saving (a fraction) of the pair over the two fusions "
+                           f"optimized apart worth passing values (default {MIN_GAIN}); where given, "
+                           "also the margin of each fusion's own optimization (by default the cost "
+                           "model's measured error, as in optimize)")
+    pair.add_argument("--deadline", type=_seconds, default=DEADLINE_S, metavar="SECONDS",
+                      help="seconds for each optimization of a fusion (each is optimized alone, then "
+                           "the best pair found is optimized again); where it cuts a stage the result "
+                           f"is the best found by then, or the input (default {DEADLINE_S:g}; none: no "
+                           "deadline)")
+    pair.set_defaults(handler=_pair_cmd)
     chk = sub.add_parser("check", help="run a repro file as given and optimized through the torch "
                                        "executor; exit 1 if they differ beyond dtype tolerance")
     chk.add_argument("file")
@@ -235,14 +316,20 @@ def main(argv=None) -> int:
                                   "together, counted once the file is read; where it cuts a stage "
                                   f"the result is the best found by then, or the input (default "
                                   f"{DEADLINE_S:g}; none: no deadline)")
-    for command in (show, opt, chk):
+    for command in (show, opt, pair, chk):
         command.add_argument("--trust", action="store_true",
                              help="run the file as Python (by default it is read, and nothing in it runs)")
     args = parser.parse_args(argv)
+    if args.command == "pair":
+        linked: dict[int, int] = {}
+        for b, f in args.link:
+            if linked.setdefault(b, f) != f:
+                pair.error(f"argument --link: backward input {b} is linked to forward inputs "
+                           f"{linked[b]} and {f}")
     try:
         return args.handler(args)
     except FusionError as err:
-        print(f"eqsat: {err}", file=sys.stderr)
+        print(f"eqsat pair: error: {err}" if args.command == "pair" else f"eqsat: {err}", file=sys.stderr)
         return 2
 
 

@@ -11,8 +11,9 @@ extra output. Which values to pass is a choice across the two fusions, outside w
 1. ``matching.common_values`` finds the backward values made by the same calls from the same
    inputs as forward values (inputs linked by ``links``);
 2. the candidates are those of them that are small (fewer elements than the largest input
-   they are computed from: reductions and what follows them) and needed by something the
-   forward does not compute, taken before any broadcast;
+   they are computed from: reductions and what follows them), not outputs of the backward,
+   and needed by something the forward does not compute or by an output, taken before any
+   broadcast;
 3. each set of candidates is scored by the cost model on the definitions as given (the forward
    writing them as extra outputs, the backward reading them as extra inputs, the work that fed
    only them dropped), the cheapest set is optimized with ``optimize_fusion``, and it is kept
@@ -152,8 +153,10 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
     apart_us = sum(o.report.after.time_us for o in apart)
     before_us = sum(o.report.before.time_us for o in apart)
     report = PairReport(before_us, apart_us, apart_us)
-    if not all(o.report.estimated for o in apart):
-        report.notes.append("a fusion has no cost-model estimate; nothing saved")
+    unestimated = [f"the {what} ({'; '.join(o.report.notes) or 'no reading'})"
+                   for what, o in zip(("forward", "backward"), apart) if not o.report.estimated]
+    if unestimated:
+        report.notes.append(f"no cost-model estimate of {' or '.join(unestimated)}; nothing saved")
         return OptimizedPair(*apart, [], report)
     extents = concrete_extents(bwd, backward_inputs, None, default_extent)
     candidates = _candidates(bwd, common, extents)
@@ -237,8 +240,8 @@ def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, in
             consumers.setdefault(r.id, []).append(node)
     outputs = {o.value for o in bwd.outputs}
     frontier = set()
-    for v in small:
-        if v in outputs or any(not small.issuperset(c.outputs) for c in consumers.get(v, ())):
+    for v in small - outputs:       # a backward output the forward computes: the caller has it already
+        if any(not small.issuperset(c.outputs) or outputs.intersection(c.outputs) for c in consumers.get(v, ())):
             while bwd.producer[v].op in _BROADCASTS and (u := next(bwd.producer[v].refs()).id) in small:
                 v = u           # save the value before it is broadcast; the backward broadcasts it
             frontier.add(v)
