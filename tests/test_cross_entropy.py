@@ -253,6 +253,45 @@ def test_take_along_axis_index_select_and_iota_are_terms():
     assert [n.op for n in enc.boundaries if not n.is_input] == ["take_along_axis", "iota"]
 
 
+def _gather_nll(n, v, rows, symbolic=False):
+    """sum(gather(-log_softmax(x), y, dim=1)) with torch.gather's op: the index [rows, 1]."""
+    def define(fd):
+        x = fd.define_tensor(shape=[-1, -1] if symbolic else [n, v], contiguity=[True, True], dtype=DataType.BFloat16)
+        y = fd.define_tensor(shape=[-1, -1] if symbolic else [rows, 1], contiguity=[True, True], dtype=DataType.Int)
+        xf = fd.ops.cast(x, dtype=DataType.Float)
+        m = fd.ops.max(xf, dims=[1])
+        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1])
+        lse = fd.ops.broadcast(fd.ops.add(fd.ops.log(s), m), is_broadcast_dim=[False, True])
+        fd.add_output(fd.ops.sum(fd.ops.gather(fd.ops.neg(fd.ops.sub(xf, lse)), y, dim=1), dims=[0, 1]))
+    return define
+
+
+@pytest.mark.parametrize("rows, symbolic, term", [(64, False, True), (32, False, False), (64, True, False)])
+def test_a_gather_whose_index_spans_the_input_is_a_take(rows, symbolic, term):
+    """nvFuser's gather is torch.gather: its index may be shorter than the input along the
+    other dims. Where both extents are static and equal it is take_along_axis, a Take term
+    (the take then moves onto the bf16 logits at [8192, 32000]); a shorter index, or extents
+    not known equal, keep it a boundary. Each runs as torch.gather does."""
+    define = _gather_nll(64, 96, rows, symbolic)
+    enc = encode(eqsat.ingest(define))
+    ops = {op for r in enc.roots.values() for op in _ops(enc.graph, r)}
+    assert ("Take" in ops) == term and ("gather" in [n.op for n in enc.boundaries]) != term
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 96, generator=g) * 4).to(torch.bfloat16)
+    y = torch.randint(0, 96, (rows, 1), generator=g)
+    logp = torch.log_softmax(x.float(), dim=1)
+    want = -torch.gather(logp, 1, y).sum()
+    opt = eqsat.optimize_fusion(define, [x, y], min_gain=0.0)
+    (got,) = eqsat.run_fusion(opt.fusion, [x, y], strict=True)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
+    if term and not symbolic:
+        big = eqsat.optimize_fusion(_gather_nll(8192, 32000, 8192), [torch.empty(8192, 32000, dtype=torch.bfloat16,
+                                    device="meta"), torch.empty(8192, 1, dtype=torch.int64, device="meta")],
+                                    deadline_s=None)
+        assert big.report.changed and "take-of-cast" in big.report.rules
+        assert max(k.bytes_written for k in big.report.after.kernels) < 8192 * 32000
+
+
 def _ops(graph, t):
     yield graph[t].op
     for k in graph[t].kids:

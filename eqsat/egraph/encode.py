@@ -213,7 +213,8 @@ class _Encoder:
 
     def indexing(self, node: Node) -> list[int] | None:
         """``take_along_axis`` of an index with extent 1 along the indexed dim (one element
-        per row: cross-entropy's target), or ``index_select`` of a 1-D index, as a term: the
+        per row: cross-entropy's target; a ``gather`` whose index spans the input's other axes
+        is one), or ``index_select`` of a 1-D index, as a term: the
         labels are the input's less the indexed one, and the index's. Other forms (an index
         varying along the indexed dim, an input or index broadcast along another's axis) stay
         boundaries."""
@@ -228,7 +229,7 @@ class _Encoder:
         if d.broadcast or idx.dtype not in (DataType.Int, DataType.Int32):
             return None
         rest = set(t.labels) - {d.label}
-        if node.op == "take_along_axis":
+        if node.op in ("take_along_axis", "gather"):    # a gather: where it is a take (axes.py)
             if not self.unit(idx.dims[kw["dim"]]) or set(idx.labels) != rest or set(out.labels) != rest:
                 return None
         elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \

@@ -167,7 +167,8 @@ IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
 SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
-INDEXING_TERMS = {"take_along_axis": "Take", "index_select": "IndexSelect"}      # IR op -> term
+# IR op -> term; a gather is a Take where its index spans the input's other axes (encode.indexing)
+INDEXING_TERMS = {"take_along_axis": "Take", "gather": "Take", "index_select": "IndexSelect"}
 INDEXING = frozenset(INDEXING_TERMS.values()) | {"TakePad"}      # encoded from a pad and a take
 # the generic binary ops (Bin) whose result is Bool: comparisons and logical ops
 BOOLEAN_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")

@@ -660,10 +660,15 @@ class AxisInference:
         t, idx = self.tensor(arg), self.tensor(index, "index")
         if idx.rank != t.rank:
             self.fail(f"index has rank {idx.rank}; expected the input's rank {t.rank}")
-        if node.op == "take_along_axis":
-            for i in range(t.rank):
-                if i != dim and not t.dims[i].broadcast and not idx.dims[i].broadcast:
-                    self.union(t.dims[i].label, idx.dims[i].label)
+        for i in range(t.rank):
+            if i == dim or t.dims[i].broadcast or idx.dims[i].broadcast:
+                continue
+            # take_along_axis: the index spans the input's other axes. gather (torch.gather):
+            # the index may be shorter there; the same axis only where both extents are static
+            # and equal (then gather is take_along_axis)
+            ea, eb = self.extent(t.dims[i].label), self.extent(idx.dims[i].label)
+            if node.op == "take_along_axis" or (ea is not None and ea == eb):
+                self.union(t.dims[i].label, idx.dims[i].label)
         return TensorType(t.dtype, tuple(Dim(d.label, False) if not self.is_unit(d) else d for d in idx.dims))
 
     def _cat_index_select(self, node, arg, index, dim):
