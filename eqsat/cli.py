@@ -205,6 +205,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _rewrite_options(parser, written: str, default: str, min_gain_help: str) -> None:
+    """The options ``optimize`` and ``pair`` share: the frontend written for, the profile,
+    reassociation and the least saving kept."""
+    parser.add_argument("--frontend", choices=list(FRONTENDS),
+                        help=f"the nvFuser frontend to write the optimized {written} for (default: "
+                             f"{default}, classic where it imports both or neither)")
+    parser.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
+    parser.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
+    parser.add_argument("--min-gain", type=_fraction, default=None, help=min_gain_help)
+
+
 def _link(text: str) -> tuple[int, int]:
     """A link B:F: backward input B is forward input F (input positions, 0 or more)."""
     match = re.fullmatch(r"\s*([+-]?[0-9]+)\s*:\s*([+-]?[0-9]+)\s*", text)
@@ -240,15 +251,10 @@ def main(argv=None) -> int:
                                           "report and the optimized definition")
     opt.add_argument("file")
     opt.add_argument("--json", action="store_true", help="print before/after, rules and source as JSON")
-    opt.add_argument("--frontend", choices=list(FRONTENDS),
-                     help="the nvFuser frontend to write the optimized definition for (default: "
-                          "the one the file imports, classic where it imports both or neither)")
-    opt.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
-    opt.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
-    opt.add_argument("--min-gain", type=_fraction, default=None,
-                     help="least predicted time saving (a fraction) worth a change, instead of the "
-                          "cost model's measured error on a saving at the fusion's size and kernel "
-                          f"count (the profile's error table; {MIN_GAIN} where it has none)")
+    _rewrite_options(opt, "definition", "the one the file imports",
+                     "least predicted time saving (a fraction) worth a change, instead of the cost "
+                     "model's measured error on a saving at the fusion's size and kernel count (the "
+                     f"profile's error table; {MIN_GAIN} where it has none)")
     opt.add_argument("--verify-on-gpu", action="store_true",
                      help="compile the input and the best few candidates with nvFuser, check their "
                           "outputs agree on the file's inputs and time them on this machine's GPU; keep "
@@ -272,16 +278,11 @@ def main(argv=None) -> int:
                            "repeat for each shared input, at least once")
     pair.add_argument("--json", action="store_true",
                       help="print the report's summary, the values passed and both definitions as JSON")
-    pair.add_argument("--frontend", choices=list(FRONTENDS),
-                      help="the nvFuser frontend to write the optimized definitions for (default: "
-                           "the one each file imports, classic where it imports both or neither)")
-    pair.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
-    pair.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
-    pair.add_argument("--min-gain", type=_fraction, default=None,
-                      help="least predicted saving (a fraction) of the pair over the two fusions "
-                           f"optimized apart worth passing values (default {MIN_GAIN}); where given, "
-                           "also the margin of each fusion's own optimization (by default the cost "
-                           "model's measured error, as in optimize)")
+    _rewrite_options(pair, "definitions", "the one each file imports",
+                     "least predicted saving (a fraction) of the pair over the two fusions optimized "
+                     f"apart worth passing values (default {MIN_GAIN}); where given, also the margin of "
+                     "each fusion's own optimization (by default the cost model's measured error, as in "
+                     "optimize)")
     pair.add_argument("--deadline", type=_seconds, default=DEADLINE_S, metavar="SECONDS",
                       help="seconds for each optimization of a fusion (each is optimized alone, then "
                            "the best pair found is optimized again); where it cuts a stage the result "
