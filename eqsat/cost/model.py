@@ -39,7 +39,7 @@ count and bytes are not additive over nodes:
    throughput)), with the constants of the kernel's kind from the profile. The host cost is
    nvFuser's per ``execute`` at steady state: a base, and a cost per segment (kernel), per
    input, output, op and resize op (the profile's ``host``; the default H200 profile,
-   ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 12 µs of
+   ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
 from __future__ import annotations
