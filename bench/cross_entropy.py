@@ -74,13 +74,13 @@ def naive_forward(form: str, eps: float, shape):
     raise ValueError(f"unknown form {form!r}; one of {', '.join(FORMS)}")
 
 
-def _nvfuser_step(fwd, bwd, inputs, saved=0):
-    """One step on two nvFuser definitions: the loss, then the gradient; the forward's last
-    ``saved`` outputs are the backward's last inputs (``eqsat.optimize_pair``)."""
+def _nvfuser_step(fwd, bwd, inputs, pair=None):
+    """One step on two nvFuser definitions: the loss, then the gradient; with ``pair`` (an
+    ``eqsat.optimize_pair`` result) the backward also reads the values the forward saved."""
     def step():
-        loss, *kept = fwd.execute(inputs[:2])
-        (grad,) = bwd.execute([*inputs, *kept[len(kept) - saved:]] if saved else inputs)
-        return loss, grad
+        outs = fwd.execute(inputs[:2])
+        (grad,) = bwd.execute(pair.backward_inputs(inputs, outs) if pair is not None else inputs)
+        return outs[0], grad
     return step
 
 
@@ -138,7 +138,7 @@ def steps(shape, eps, min_gain, quick, inputs, form: str = "masked") -> tuple[di
         notes["predicted pair"] = pair.report.summary()
         print("  eqsat pair: " + str(pair.report).replace("\n", "\n    "))
         return _nvfuser_step(pair.forward.to_nvfuser(frontend=FRONTEND), pair.backward.to_nvfuser(frontend=FRONTEND),
-                             inputs, saved=len(pair.saved))
+                             inputs, pair)
 
     build(OURS, ours)
     build(APART, apart)

@@ -245,3 +245,32 @@ def test_random_pairs_do_pass_values():
                                    case.planning_inputs, min_gain=0.0)
         saved += bool(pair.saved)
     assert saved >= 3
+
+
+def test_a_value_the_forward_outputs_already_is_read_from_that_output():
+    """A forward that returns its logsumexp already (as Thunder saves a norm's rstd): nothing is
+    added to its outputs; the backward reads that output."""
+    def fwd(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        m = fd.ops.max(x, dims=[1])
+        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1])
+        lse = fd.ops.add(fd.ops.log(s), m)
+        fd.add_output(fd.ops.sum(lse, dims=[0]))
+        fd.add_output(lse)
+
+    def bwd(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        g = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
+        m = fd.ops.max(x, dims=[1])
+        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1])
+        lse = fd.ops.broadcast(fd.ops.add(fd.ops.log(s), m), is_broadcast_dim=[False, True])
+        fd.add_output(fd.ops.mul(fd.ops.exp(fd.ops.sub(x, lse)), g))
+
+    big = [torch.empty(8192, 32768, device="meta"), torch.empty((), device="meta")]
+    pair = eqsat.optimize_pair(fwd, bwd, {0: 0}, big[:1], big)
+    assert [s.forward_output for s in pair.saved] == [1] and pair.forward_outputs == 2
+    assert len(pair.forward.fusion.outputs) == 2
+    x, g = torch.randn(16, 24), torch.tensor(0.5)
+    outs = eqsat.run_fusion(pair.forward.fusion, [x])
+    (grad,) = eqsat.run_fusion(pair.backward.fusion, pair.backward_inputs([x, g], outs))
+    torch.testing.assert_close(grad, torch.softmax(x, dim=1) * g)

@@ -107,19 +107,15 @@ class PairReport:
 @dataclass
 class OptimizedPair:
     """``forward`` and ``backward`` (OptimizedFusions); where values are saved, the forward's
-    outputs end with them and the backward's inputs end with them (``saved``, in order):
-    run the forward, then the backward on its own inputs followed by those outputs
-    (:meth:`backward_inputs`)."""
+    outputs end with them and the backward's inputs end with them (``saved``, in order;
+    a saved value the forward outputs already is read from that output): run the forward,
+    then the backward on its own inputs followed by the saved outputs (:meth:`backward_inputs`)."""
 
     forward: OptimizedFusion
     backward: OptimizedFusion
     saved: list[SavedValue]
     report: PairReport
-
-    @property
-    def forward_outputs(self) -> int:
-        """How many of the forward's outputs are the definition's own (the saved ones follow)."""
-        return len(self.forward.fusion.outputs) - len(self.saved)
+    forward_outputs: int        # the forward definition's own outputs (those added for saving follow)
 
     def backward_inputs(self, backward_inputs: Sequence[Any], forward_outputs: Sequence[Any]) -> list:
         """The optimized backward's inputs: the definition's own, then the saved values taken
@@ -142,6 +138,7 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
         raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
     fwd, bwd = ingest(forward), ingest(backward)
     _check_links(fwd, bwd, links)
+    own = len(fwd.outputs)
     margin = MIN_GAIN if min_gain is None else min_gain
     common = common_values(fwd, bwd, links)
     options = dict(options, profile=profile, default_extent=default_extent)
@@ -157,12 +154,12 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
                    for what, o in zip(("forward", "backward"), apart) if not o.report.estimated]
     if unestimated:
         report.notes.append(f"no cost-model estimate of {' or '.join(unestimated)}; nothing saved")
-        return OptimizedPair(*apart, [], report)
+        return OptimizedPair(*apart, [], report, own)
     extents = concrete_extents(bwd, backward_inputs, None, default_extent)
     candidates = _candidates(bwd, common, extents)
     if not candidates:
         report.notes.append("the backward recomputes nothing small the forward computes")
-        return OptimizedPair(*apart, [], report)
+        return OptimizedPair(*apart, [], report, own)
 
     def variant(saved: tuple[int, ...]) -> tuple[Variant, Fusion, Fusion, list] | None:
         f, _ = with_outputs(fwd, [common[v] for v in saved])
@@ -180,7 +177,7 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
     best = min(scored, key=lambda s: s[0].time_us, default=None)
     if best is None:
         report.notes.append("no set of saved values could be scored")
-        return OptimizedPair(*apart, [], report)
+        return OptimizedPair(*apart, [], report, own)
     v, f, b, b_inputs = best
     pair = optimized(f, forward_inputs), optimized(b, b_inputs)
     after_us = sum(o.report.after.time_us for o in pair)
@@ -188,12 +185,12 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
     if saving <= margin:
         report.notes.append(f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
                             f"not above the margin {margin:.0%}; the fusions are optimized apart")
-        return OptimizedPair(*apart, [], report)
+        return OptimizedPair(*apart, [], report, own)
     outputs = with_outputs(fwd, [common[s] for s in v.saved])[1]
     saved = [SavedValue(common[s], s, bwd.producer[s].op, str(_type(bwd, s).dtype), _shape(bwd, s), o,
                         len(bwd.inputs) + i) for i, (s, o) in enumerate(zip(v.saved, outputs))]
     report.after_us, report.saved = after_us, saved
-    return OptimizedPair(*pair, saved, report)
+    return OptimizedPair(*pair, saved, report, own)
 
 
 def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
