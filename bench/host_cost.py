@@ -13,6 +13,11 @@ and their device time (torch.profiler), and the features the fit uses. It then f
 and each row's error.
 
 ``--fit host.json`` refits recorded measurements without a GPU.
+
+The 40 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
+measured: the fit of 2026-12-04 got 27 of them, up to resizes4). Real fusions' host cost grows
+with their resize ops (on the corpus run of 2026-12-04 the host time the fit misses correlates
+0.6 with them), so the list reaches 32 resize ops and RoPE blocks of rank 4.
 """
 from __future__ import annotations
 
@@ -93,6 +98,23 @@ def resizes(n, rank=2):
     return definition, [rank]
 
 
+def rotary(n, rank=4):
+    """``n`` rotary embeddings (RoPE, as Thunder writes them for 4-D activations): the last dim
+    halved by two slices, the second half negated, concatenated back and combined: resize ops
+    over a rank-4 tensor, the kind real fusions hold dozens of."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        y = x
+        for _ in range(n):
+            lo = fd.ops.slice(y, start_indices=[0] * rank, end_indices=[SIDE] * (rank - 1) + [SIDE // 2],
+                              strides=[1] * rank)
+            hi = fd.ops.slice(y, start_indices=[0] * (rank - 1) + [SIDE // 2], end_indices=[SIDE] * rank,
+                              strides=[1] * rank)
+            y = fd.ops.add(fd.ops.mul(y, x), fd.ops.cat([fd.ops.neg(hi), lo], dim=rank - 1))
+        fd.add_output(y)
+    return definition, [rank]
+
+
 def microbenchmarks():
     out = []
     for n in (1, 4, 16, 64, 256):
@@ -102,8 +124,10 @@ def microbenchmarks():
         out.append((f"outputs{n}", *many_outputs(n)))
     for n in (1, 2, 3, 4, 6, 8, 12):
         out.append((f"segments{n}", *segments(n)))
-    for n in (1, 2, 4, 8):
+    for n in (1, 2, 4, 8, 16, 32):
         out.append((f"resizes{n}", *resizes(n)))
+    for n in (1, 2, 4, 8):          # real fusions' resizes: RoPE blocks of 3 resize ops each
+        out.append((f"rotary{n}", *rotary(n)))
     for rank in (1, 3, 4):
         out.append((f"chain4_rank{rank}", *chain(4, rank)))
         out.append((f"inputs8_rank{rank}", *many_inputs(8, rank)))

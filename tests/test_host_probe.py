@@ -63,3 +63,25 @@ def test_a_resumed_corpus_run_scales_each_row_by_its_own_machines_probe(monkeypa
     assert bench._host_scale("1.5", recorded, {}, None, "run.json") == 1.5
     with pytest.raises(SystemExit, match="no host probe"):
         bench._host_scale("auto", {}, {}, None, "run.json")
+
+
+def test_the_host_microbenchmarks_are_fusions_that_run(monkeypatch):
+    """bench/host_cost.py's microbenchmarks (RoPE blocks of slices, negation and cat among
+    them) each read and run through the torch executor at their extents, and count their
+    resize ops as the host fit sees them."""
+    import torch
+    from helpers import load_bench
+
+    import eqsat
+
+    bench = load_bench(monkeypatch, "host_cost")
+    names = set()
+    for name, definition, ranks in bench.microbenchmarks():
+        fusion = eqsat.from_function(definition)
+        inputs = [torch.randn([bench.SIDE] * r) for r in ranks]
+        outs = eqsat.run_fusion(fusion, inputs, strict=True)
+        assert outs and all(o.shape == inputs[0].shape for o in outs), name
+        names.add(name)
+        if name.startswith("rotary"):
+            assert bench.features(fusion, 1)["resizes"] == 3 * int(name[len("rotary"):])
+    assert {"resizes32", "rotary8", "segments12"} <= names
