@@ -41,7 +41,7 @@ from eqsat.optimize import DEFAULT_EXTENT, MIN_GAIN, OptimizedFusion, concrete_e
     optimize_fusion
 
 from .matching import common_values
-from .surgery import with_inputs, with_outputs
+from .surgery import input_definition, with_inputs, with_outputs
 
 _BROADCASTS = ("broadcast", "broadcast_in_dim", "expand")
 EXHAUSTIVE = 4      # candidate sets scored one by one up to this many candidates; greedily above
@@ -161,16 +161,18 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
         report.notes.append("the backward recomputes nothing small the forward computes")
         return OptimizedPair(*apart, [], report, own)
 
-    def variant(saved: tuple[int, ...]) -> tuple[Variant, Fusion, Fusion, list] | None:
-        f, _ = with_outputs(fwd, [common[v] for v in saved])
+    def variant(saved: tuple[int, ...]) -> tuple[Variant, Fusion, list[int], Fusion, list] | None:
+        """The set ``saved`` scored, the forward writing them (and which outputs they are),
+        the backward reading them and its inputs; None where a smaller set does as well."""
+        f, where = with_outputs(fwd, [common[v] for v in saved])
         b = with_inputs(bwd, saved)
         if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
-            return None         # a saved value the others make unneeded: a smaller set does as well
+            return None         # a saved value the others make unneeded
         extra = _saved_inputs(bwd, saved, extents, backward_inputs)
         b_inputs = None if backward_inputs is None else [*backward_inputs, *extra]
         t = estimate_fusion(f, forward_inputs, profile=profile, default_extent=default_extent).time_us + \
             estimate_fusion(b, b_inputs, profile=profile, default_extent=default_extent).time_us
-        return Variant(saved, t), f, b, b_inputs
+        return Variant(saved, t), f, where, b, b_inputs
 
     scored = _search(candidates, variant)
     report.variants = [s[0] for s in scored]
@@ -178,7 +180,7 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
     if best is None:
         report.notes.append("no set of saved values could be scored")
         return OptimizedPair(*apart, [], report, own)
-    v, f, b, b_inputs = best
+    v, f, where, b, b_inputs = best
     pair = optimized(f, forward_inputs), optimized(b, b_inputs)
     after_us = sum(o.report.after.time_us for o in pair)
     saving = 1 - after_us / apart_us if apart_us > 0 else 0.0
@@ -186,9 +188,10 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
         report.notes.append(f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
                             f"not above the margin {margin:.0%}; the fusions are optimized apart")
         return OptimizedPair(*apart, [], report, own)
-    outputs = with_outputs(fwd, [common[s] for s in v.saved])[1]
-    saved = [SavedValue(common[s], s, bwd.producer[s].op, str(_type(bwd, s).dtype), _shape(bwd, s), o,
-                        len(bwd.inputs) + i) for i, (s, o) in enumerate(zip(v.saved, outputs))]
+    saved = []
+    for i, (s, o) in enumerate(zip(v.saved, where)):
+        shape, _, dtype = input_definition(bwd.types[s], _describe(bwd, s))   # as the backward reads it
+        saved.append(SavedValue(common[s], s, bwd.producer[s].op, str(dtype), shape, o, len(bwd.inputs) + i))
     report.after_us, report.saved = after_us, saved
     return OptimizedPair(*pair, saved, report, own)
 
@@ -208,10 +211,6 @@ def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
 
 def _describe_type(t) -> str:
     return f"{getattr(t, 'dtype', None)}, rank {getattr(t, 'rank', None)}"
-
-
-def _type(fusion: Fusion, v: int):
-    return fusion.types[v]
 
 
 def _numel(t, extents: Mapping[int, int]) -> int | None:
@@ -264,10 +263,6 @@ def _search(candidates: list[int], variant) -> list:
 def _used(fusion: Fusion, position: int) -> bool:
     vid = fusion.inputs[position]
     return any(r.id == vid for n in fusion.nodes for r in n.refs()) or any(o.value == vid for o in fusion.outputs)
-
-
-def _shape(fusion: Fusion, v: int) -> tuple[int, ...]:
-    return tuple(1 if d.broadcast else -1 for d in fusion.types[v].dims)
 
 
 def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequence[Any] | None) -> list:
