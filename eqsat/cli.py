@@ -15,7 +15,7 @@ from eqsat.reference.torch_executor import run_fusion
 from eqsat.rules.verify import verify
 from eqsat.testing.seeds import SEEDS
 
-from .crossfusion import optimize_pair
+from .crossfusion import LinkError, optimize_pair
 from .errors import FusionError
 from .optimize import DEADLINE_S, MIN_GAIN, optimize_fusion
 from .rules import RULES
@@ -83,9 +83,8 @@ def _pair_cmd(args) -> int:
                              bwd.fusion.with_frontend(args.frontend or bwd.frontend), links, fwd.inputs,
                              bwd.inputs, profile=args.profile, min_gain=args.min_gain,
                              reassociate=not args.no_reassociate, deadline_s=args.deadline)
-    except FusionError as err:
-        if err.filename is None and err.line is not None and err.message.startswith("links:"):
-            # a link's dtype or rank: the line is the backward's define_tensor
+    except LinkError as err:
+        if err.filename is None and err.line is not None:      # the line is the backward's
             raise FusionError(err.message, line=err.line, op=err.op, filename=args.backward) from None
         raise
     passed = [{"forward_output": s.forward_output, "backward_input": s.backward_input, "value": str(s)}

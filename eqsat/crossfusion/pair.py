@@ -47,6 +47,11 @@ _BROADCASTS = ("broadcast", "broadcast_in_dim", "expand")
 EXHAUSTIVE = 4      # candidate sets scored one by one up to this many candidates; greedily above
 
 
+class LinkError(FusionError):
+    """A ``links`` entry that does not fit the two definitions; its ``line``, where given, is
+    the backward's ``define_tensor``."""
+
+
 @dataclass(frozen=True)
 class SavedValue:
     """A value the forward writes as an extra output and the backward reads as an extra input:
@@ -199,12 +204,12 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
 def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
     for b, f in links.items():
         if not (0 <= b < len(bwd.inputs)) or not (0 <= f < len(fwd.inputs)):
-            raise FusionError(f"links: backward input {b} -> forward input {f} is out of range (the backward "
+            raise LinkError(f"links: backward input {b} -> forward input {f} is out of range (the backward "
                               f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})")
         tb, tf = bwd.types[bwd.inputs[b]], fwd.types[fwd.inputs[f]]
         if getattr(tb, "dtype", None) != getattr(tf, "dtype", None) or \
                 getattr(tb, "rank", None) != getattr(tf, "rank", None):
-            raise FusionError(f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
+            raise LinkError(f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
                               f"({_describe_type(tf)}): dtype and rank must agree",
                               line=bwd.producer[bwd.inputs[b]].line, op="fd.define_tensor")
 
