@@ -22,6 +22,7 @@ from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, U
 MAX_LABELS = 62
 IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
 PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})   # TakePad's
+INDEX_DTYPES = (DataType.Int, DataType.Int32)      # an indexing term's index
 
 
 class NotEncodable(Exception):
@@ -226,11 +227,11 @@ class _Encoder:
         if not (isinstance(t, TensorType) and isinstance(idx, TensorType) and t.known and idx.known):
             return None
         d = t.dims[kw["dim"]]
-        if d.broadcast or idx.dtype not in (DataType.Int, DataType.Int32):
+        if d.broadcast or idx.dtype not in INDEX_DTYPES:
             return None
         rest = set(t.labels) - {d.label}
         if node.op in ("take_along_axis", "gather"):    # a gather: where it is a take (axes.py)
-            if not self.unit(idx.dims[kw["dim"]]) or set(idx.labels) != rest or set(out.labels) != rest:
+            if not self.one_per_row(idx, out, kw["dim"], rest):
                 return None
         elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \
                 set(out.labels) != rest | set(idx.labels):
@@ -238,6 +239,12 @@ class _Encoder:
         term = INDEXING_TERMS[node.op]
         return [self.g.add(term, (self.enc.mask([d.label]),),
                            (self.operand(kw["arg"]), self.operand(kw["index"])))]
+
+    def one_per_row(self, idx, out, dim: int, rest: set) -> bool:
+        """Whether a take along ``dim`` with index type ``idx`` and result type ``out`` picks
+        one element per row: the index has extent 1 along ``dim`` and spans the input's other
+        axes ``rest``, as the result does."""
+        return self.unit(idx.dims[dim]) and set(idx.labels) == rest and set(out.labels) == rest
 
     def zero_pad_dim(self, node: Node) -> int | None:
         """The dim that ``pad`` node pads with one +0.0 after its end, where that is all it
@@ -266,12 +273,10 @@ class _Encoder:
         t, idx = self.types[pad.kwargs["arg"].id], self.types[kw["index"].id]
         out = self.types[node.outputs[0]]
         dim = self.zero_pad_dim(pad)
-        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known or \
-                idx.dtype not in (DataType.Int, DataType.Int32):
+        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known or idx.dtype not in INDEX_DTYPES:
             return None
         label = t.dims[dim].label
-        rest = set(t.labels) - {label}
-        if not self.unit(idx.dims[dim]) or set(idx.labels) != rest or set(out.labels) != rest:
+        if not self.one_per_row(idx, out, dim, set(t.labels) - {label}):
             return None
         return [self.g.add("TakePad", (self.enc.mask([label]),),
                            (self.operand(pad.kwargs["arg"]), self.operand(kw["index"])))]

@@ -21,9 +21,10 @@ change only positions, so they are not terms at all.
 ``Sum(R, a)`` ...          a reduction over the labels ``R``; over a label that ``a`` lacks,
                            ``Sum`` multiplies by its extent and ``Max``/``Min`` are identity
 ``Mean(R, a)``, ``Var(R, c, a)``   the two outputs of ``var_mean`` (correction ``c``)
-``Take(V, a, i)``          ``take_along_axis(a, i)`` along the one label ``V``: the element
-                           of ``a`` at ``i`` along ``V``, for each place of ``i`` (``i`` has
-                           extent 1 along ``V``; the result lacks ``V``)
+``Take(V, a, i)``          ``take_along_axis(a, i)`` (or a ``gather`` that is one) along the
+                           one label ``V``: the element of ``a`` at ``i`` along ``V``, for
+                           each place of ``i`` (``i`` has extent 1 along ``V``; the result
+                           lacks ``V``)
 ``IndexSelect(V, a, i)``   ``index_select(a, i)`` along ``V``: ``i`` is 1-D along a label of
                            its own, which the result has in the place of ``V``
 ``TakePad(V, a, i)``       ``take_along_axis(pad(a, one zero after the end of V), i)``: as
