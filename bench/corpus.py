@@ -180,17 +180,17 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
     ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
-    scaled = {}
+    scaled = {}         # the row's host probe (or the scale given) -> the profile scaled to it
 
     def profile_of(row):
         """The profile, its host constants scaled to the machine ``row`` was measured on."""
         if host_scale is None:
             return profile
-        factor = _host_scale(host_scale, recorded, row, profile, path)
-        if factor not in scaled:
-            scaled[factor] = load_profile(profile).with_host_scale(factor)
-            print(f"predicting with {scaled[factor].name}")
-        return scaled[factor]
+        key = host_scale if host_scale != "auto" else _probe_of(recorded, row, path)
+        if key not in scaled:
+            scaled[key] = load_profile(profile).with_host_scale(_host_scale(host_scale, recorded, row, profile, path))
+            print(f"predicting with {scaled[key].name}")
+        return scaled[key]
     rows = []
     for r in recorded["rows"]:
         if "error" in r:
@@ -215,17 +215,23 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
 
 def _host_scale(given: str, recorded: dict, row: dict, profile, path: str) -> float:
     """``--host-scale``: a number, or ``auto``: the host probe of the machine ``row`` was
-    measured on (its own ``host_probe_us``, else the mean of the run's measurements) against
-    the profile's prediction of it (``eqsat.testing.host_probe``)."""
+    measured on (``_probe_of``) against the profile's prediction of it
+    (``eqsat.testing.host_probe``)."""
     if given != "auto":
         return float(given)
+    return host_probe.host_scale(_probe_of(recorded, row, path), profile)
+
+
+def _probe_of(recorded: dict, row: dict, path: str) -> float:
+    """The host probe of the machine ``row`` was measured on: its own ``host_probe_us``, else
+    the mean of the run's measurements."""
     probe = row.get("host_probe_us")
     if probe is None and recorded.get("host_probe_us"):
         probe = statistics.mean(recorded["host_probe_us"])
     if probe is None:
         raise SystemExit(f"{path} recorded no host probe (runs before it was added did not); "
                          f"give --host-scale a number")
-    return host_probe.host_scale(probe, profile)
+    return probe
 
 
 def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path]) -> int:
