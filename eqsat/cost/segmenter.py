@@ -462,6 +462,10 @@ class Segmenter:
         (no scheduler indexes a value computed in its kernel: it is written for the indexing
         kernel) nor an output. The casts -> their input (what those kernels read instead)."""
         nodes, out = self.nodes, {}
+
+        def indexed(v) -> bool:          # an indexing op indexes v (its first kid)
+            return any(nodes[c].op in INDEXING and nodes[c].kids[0] == v for c in self.consumers.get(v, ()))
+
         for n in order:
             node = nodes[n]
             if node.op != "Cast" or len(node.kids) != 1 or n in self.sinks:
@@ -470,11 +474,10 @@ class Segmenter:
             src = nodes[k]
             if src.op != "Leaf" or src.is_scalar or node.is_scalar or not _upcast(src.dtype, node.dtype):
                 continue
-            if any(nodes[c].op in INDEXING and nodes[c].kids[0] == n for c in self.consumers.get(n, ())):
+            if indexed(n):
                 continue
             users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
-            if any(nodes[c].op in INDEXING and nodes[c].kids[0] == k for c in users) or \
-                    (len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)):
+            if indexed(k) or (len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)):
                 out[n] = k
         return out
 
