@@ -103,26 +103,19 @@ def _binary_rules(op: str, b_: str) -> None:
                 [k.has_axes(V), k.at_most_one(V), k.constant_along(a, V), *_indexes(k, op, b, i, V)])
 
     name = f"{_SNAKE[op]}_of_{b_.lower()}"
-    _register(name, both, f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), {op}_V(b, i)) where both vary
-    along V: the same op on the picked elements of each.
+    special = """
 
     Special values: exact: the same op on the same elements, so NaN, +-inf and overflow alike;
-    signed zeros too, but for a max or min of +0.0 and -0.0, whose sign is the kernel's choice.""",
-              signed_zeros=b_ not in ("Maximum", "Minimum"))
+    signed zeros too, but for a max or min of +0.0 and -0.0, whose sign is the kernel's choice."""
+    signed_zeros = b_ not in ("Maximum", "Minimum")
+    _register(name, both, f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), {op}_V(b, i)) where both vary
+    along V: the same op on the picked elements of each.""" + special, signed_zeros=signed_zeros)
     _register(name + "_with_constant", left, f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), b) where
     b lacks V (a row statistic: every element of a row meets the same b, so the picked one
     does): the indexed tensor is never formed. take(x - logsumexp_V(x), y) = take(x, y) -
-    logsumexp_V(x): cross-entropy's log-softmax.
-
-    Special values: exact: the same op on the same elements, so NaN, +-inf and overflow alike;
-    signed zeros too, but for a max or min of +0.0 and -0.0, whose sign is the kernel's choice.""",
-              signed_zeros=b_ not in ("Maximum", "Minimum"))
+    logsumexp_V(x): cross-entropy's log-softmax.""" + special, signed_zeros=signed_zeros)
     _register(name + "_of_constant", right, f"""{op}_V({b_}(a, b), i) = {b_}(a, {op}_V(b, i)) where
-    a lacks V (the mirror image).
-
-    Special values: exact: the same op on the same elements, so NaN, +-inf and overflow alike;
-    signed zeros too, but for a max or min of +0.0 and -0.0, whose sign is the kernel's choice.""",
-              signed_zeros=b_ not in ("Maximum", "Minimum"))
+    a lacks V (the mirror image).""" + special, signed_zeros=signed_zeros)
 
 
 def _reduction_rule(op: str, r: str) -> None:
