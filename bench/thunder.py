@@ -209,9 +209,9 @@ def run_variant(base, loss_fn, variant: str, hows, args) -> dict:
 def _gpu_timing():
     """bench/gpu_timing.py (this folder is off the path: see above)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("gpu_timing", os.path.join(_HERE, "gpu_timing.py"))
     module = sys.modules.get("gpu_timing")
     if module is None:
+        spec = importlib.util.spec_from_file_location("gpu_timing", os.path.join(_HERE, "gpu_timing.py"))
         module = sys.modules["gpu_timing"] = importlib.util.module_from_spec(spec)     # its dataclass needs it there
         spec.loader.exec_module(module)
     return module
