@@ -27,12 +27,11 @@ smoothing and ignored rows, not F.cross_entropy's), the other columns' against t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import traceback
 
 import torch
-from gpu_timing import kernel_count_and_time, throughput_us, time_us
+from gpu_timing import kernel_count_and_time, throughput_us, time_us, write_rows
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
@@ -225,8 +224,7 @@ def main(argv=None) -> int:
                              args.form)]
     print("\n" + table(rows))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows)
     return 0 if all(r.get("agrees") for r in rows) else 1
 
 

@@ -13,11 +13,10 @@ target (H200, 16384x4096 bf16): within 1.05x for rmsnorm and swiglu.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
-from gpu_timing import kernel_count_and_time, throughput_us, time_us
+from gpu_timing import kernel_count_and_time, throughput_us, time_us, write_rows
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
@@ -111,8 +110,7 @@ def main(argv=None) -> int:
             for r in measure(family, scaled, args.shape, args.runs, args.quick, args.min_gain)]
     print("\n" + table(rows))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows)
     return 0 if all(r["agrees"] for r in rows) else 1
 
 

@@ -3,6 +3,7 @@
 uses), kernel lists from torch.profiler, and the device's copy bandwidth."""
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from eqsat.verification.timing import throughput_us, time_us
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 __all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
-           "kernel_count_and_time", "copy_bandwidth"]
+           "kernel_count_and_time", "copy_bandwidth", "write_rows"]
 
 
 @dataclass
@@ -72,3 +73,9 @@ def copy_bandwidth() -> float:
     y = torch.empty_like(x)
     t = time_us(lambda: y.copy_(x), 20)
     return 2 * x.numel() / (t * 1e-6)
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    """A benchmark's rows as JSON, with the GPU they were measured on."""
+    with open(path, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)

@@ -8,13 +8,13 @@ from the cache. The default margin's decision is printed beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import tempfile
 import time
 
 from corpus import DEFAULT_CORPORA, corpus_paths
+from gpu_timing import write_rows
 
 import eqsat
 from eqsat.reference.devices import to_device
@@ -70,8 +70,7 @@ def main(argv=None) -> int:
                   f"(first call {r['first_call_s']} s, cached call {r['cached_call_s']} s, cache hit "
                   f"{r['cached_again']}); {times}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows)
     verified = [r for r in rows if r.get("verify_s") is not None]
     if verified:
         print(f"\n{len(verified)} fusions verified: median {sorted(r['verify_s'] for r in verified)[len(verified) // 2]} s "
