@@ -31,11 +31,10 @@ import sys
 import traceback
 
 import torch
-from gpu_timing import kernel_count_and_time, throughput_us, time_us, write_rows
+from gpu_timing import timed_run, write_rows
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
-from eqsat.reference.compare import mismatch
 from eqsat.testing import cross_entropy as ce
 
 GIVEN, OURS, APART, ANCHOR = "nvFuser as given", "nvFuser + eqsat", "eqsat, fusions apart", "nvFuser anchor"
@@ -170,19 +169,14 @@ def measure(shape, eps, ignored, runs, quick, min_gain=None, form: str = "masked
             continue
         fn = calls[label]
         try:
-            got = fn()
-            problems = [p for p in (mismatch(g, w) for g, w in zip(got, expected, strict=True)) if p]
-            us, latency = throughput_us(fn, runs), time_us(fn, runs)
-            kernels, device = kernel_count_and_time(fn)
+            measured = timed_run(label, fn, expected, runs)
         except Exception as err:
             traceback.print_exc()
             row["error"] = f"{type(err).__name__}: {err}"
             rows.append(row)
             print(f"  {label:20s} FAILED: {row['error']}")
             continue
-        print(f"  {label:20s} {us:9.1f} us ({latency:8.1f} us latency, {device:8.1f} us on the GPU)  "
-              f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}")
-        row.update(us=us, latency_us=latency, device_us=device, kernels=kernels, agrees=not problems)
+        row.update(measured)
         rows.append(row)
     return rows
 

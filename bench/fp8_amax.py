@@ -16,11 +16,10 @@ import argparse
 import sys
 
 import torch
-from gpu_timing import kernel_count_and_time, throughput_us, time_us, write_rows
+from gpu_timing import timed_run, write_rows
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
-from eqsat.reference.compare import mismatch
 from eqsat.testing.fp8_amax import DEMO_SHAPE, FAMILIES, definition, make_inputs, torch_reference
 
 TARGET, TARGETED = 1.05, ("rmsnorm", "swiglu")      # eqsat / hand split, at steady state
@@ -68,14 +67,8 @@ def measure(family: str, scaled: bool, shape, runs: int, quick: bool, min_gain=N
           f"{len(b.kernels)} -> {len(a.kernels)} kernels; rules {', '.join(opt.report.rules) or 'none'})")
     rows = []
     for label, fn in calls.items():
-        problems = [p for p in (mismatch(g, w) for g, w in zip(fn(), want, strict=True)) if p]
-        us, latency = throughput_us(fn, runs), time_us(fn, runs)
-        kernels, device = kernel_count_and_time(fn)
-        print(f"  {label:20s} {us:9.1f} us ({latency:7.1f} us latency, {device:7.1f} us on the GPU)  "
-              f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}")
         rows.append({"family": family, "amax_of": "y*s" if scaled else "y", "shape": list(shape), "run": label,
-                     "us": us, "latency_us": latency, "device_us": device, "kernels": kernels,
-                     "agrees": not problems, "predicted_us": {"before": b.time_us, "after": a.time_us}})
+                     **timed_run(label, fn, want, runs), "predicted_us": {"before": b.time_us, "after": a.time_us}})
     return rows
 
 

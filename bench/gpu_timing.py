@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from eqsat.reference.compare import mismatch
 from eqsat.verification.timing import throughput_us, time_us
 
 # torch.profiler leaves CUPTI attached after it stops unless Kineto is told to tear it down: every
@@ -19,7 +20,7 @@ from eqsat.verification.timing import throughput_us, time_us
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 __all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
-           "kernel_count_and_time", "copy_bandwidth", "write_rows"]
+           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows"]
 
 
 @dataclass
@@ -79,3 +80,15 @@ def write_rows(path: str, rows: list[dict]) -> None:
     """A benchmark's rows as JSON, with the GPU they were measured on."""
     with open(path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+
+
+def timed_run(label: str, fn, want, runs: int) -> dict:
+    """``fn`` run once and checked against ``want`` (its outputs, dtype tolerance), then timed:
+    steady state (``us``), one call's latency, the kernels and their device time; a line
+    printed. The row's measured fields."""
+    problems = [p for p in (mismatch(g, w) for g, w in zip(fn(), want, strict=True)) if p]
+    us, latency = throughput_us(fn, runs), time_us(fn, runs)
+    kernels, device = kernel_count_and_time(fn)
+    print(f"  {label:20s} {us:9.1f} us ({latency:8.1f} us latency, {device:8.1f} us on the GPU)  "
+          f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}")
+    return {"us": us, "latency_us": latency, "device_us": device, "kernels": kernels, "agrees": not problems}
