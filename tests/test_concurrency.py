@@ -65,3 +65,26 @@ def test_an_e_graph_released_on_another_thread_is_left_quietly():
     t.start()
     t.join()
     holders.clear()          # dropped here, on the main thread: an unraisable error if not handled
+
+
+def test_a_session_in_a_reference_cycle_is_freed_on_its_own_thread(monkeypatch):
+    """A session left in a reference cycle when its thread ends is garbage that any thread's
+    collection may free (six pool threads ending at once in CI): its e-graph must already be
+    gone, freed on its own thread, by then. The holder's own collection is switched off here so
+    that the main thread's collection is the one that finds the cycle."""
+    import gc
+    import threading
+    import types
+
+    from eqsat.egraph import saturate
+    monkeypatch.setattr(saturate, "gc", types.SimpleNamespace(collect=lambda: 0))
+
+    def make_and_drop():
+        holder = saturate._SessionHolder()
+        holder.session.cycle = holder.session
+        del holder                 # released on this thread, its session now cyclic garbage
+
+    t = threading.Thread(target=make_and_drop)
+    t.start()
+    t.join()
+    gc.collect()                   # on the main thread: an unraisable error if the e-graph is still there

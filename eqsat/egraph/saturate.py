@@ -232,8 +232,8 @@ def _count_matches(report, fired: dict[str, int]) -> None:
 
 class _SessionHolder:
     """Holds one thread's Session. egglog's EGraph must be dropped on the thread that made it;
-    the holder is released when its thread ends (on that thread), and collects the session's
-    reference cycles there, before the garbage collector could free them on another thread."""
+    the holder is released when its thread ends (on that thread) and frees the Rust e-graph
+    there, before the garbage collector could free it on another thread."""
 
     def __init__(self):
         self.session = Session()
@@ -247,6 +247,12 @@ class _SessionHolder:
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.session))
             self.session = None
             return
+        # egglog's Rust e-graph is held by one EGraphState only: dropped from it here it is freed
+        # at once, on this thread, whatever cycles the Python objects around it are in (a
+        # garbage collection on another thread, automatic or a holder's, could free it there)
+        state = getattr(getattr(self.session, "eg", None), "_state", None)
+        if state is not None and hasattr(state, "egraph"):
+            state.egraph = None
         self.session = None
         gc.collect()
 
