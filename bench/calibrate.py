@@ -3,15 +3,18 @@ profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)``
 ``eqsat optimize --profile PATH`` accept, and report how well it fits.
 
     python bench/calibrate.py --out my_gpu.json [--raw raw.json]     # on a GPU with nvFuser
-    python bench/calibrate.py --fit raw.json --out my_gpu.json       # refit recorded measurements
+    python bench/calibrate.py --fit raw.json [more.json] --out my_gpu.json   # refit recorded runs
+    python bench/calibrate.py --only silu_amax full_sum_2d --raw more.json --out part.json
 
 Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
-bound), inner, outer and full sums, a reduction of a broadcast product (compute bound),
-softmax and layer norm (persistent normalization), each from launch-bound to bandwidth-bound
-sizes. For each: the time of one ``execute`` (CUDA events, median), the kernels nvFuser runs
+bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
+bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
+axes and over rows (a full reduction with a compute-heavy prologue, and its first stage), each
+from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA events, median), the kernels nvFuser runs
 (torch.profiler, their device time), and the cost model's prediction of the same fusion.
 
-The fit, per kernel kind of the cost model (pointwise, reduction, normalization), of
+The fit, per kernel kind of the cost model (pointwise, reduction, grid_reduction,
+normalization), of
 ``launch + max(bytes / bandwidth, flops / throughput)`` against each kernel's device time,
 over the microbenchmarks whose predicted kernel count equals nvFuser's (see fit_kind);
 host_us is the median of (execute time - kernel time) over the launch-bound ones.
@@ -65,6 +68,30 @@ def full_sum(fd):
     fd.add_output(fd.ops.sum(_tensor(fd, 1), dims=[0]))
 
 
+def full_sum_2d(fd):
+    fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=[0, 1]))
+
+
+def _silu_product(fd):
+    a, b = _tensor(fd, 2), _tensor(fd, 2)
+    return fd.ops.mul(fd.ops.mul(a, fd.ops.sigmoid(a)), b)
+
+
+def silu_amax(fd):
+    """y = silu(a) * b and max |y| over both axes (the FP8 amax of a SwiGLU): a full
+    reduction with a compute-heavy prologue and an output of the prologue, one grid kernel."""
+    y = _silu_product(fd)
+    fd.add_output(y)
+    fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[0, 1]))
+
+
+def silu_row_amax(fd):
+    """silu_amax's first stage: max |y| over the rows' innermost axis (a plain reduction)."""
+    y = _silu_product(fd)
+    fd.add_output(y)
+    fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[1]))
+
+
 def broadcast_product_sum(fd):
     """sum_k x[i,k] * b[i,j]: N*K*J multiply-adds in one reduction kernel."""
     reduction_broadcast_ref(fd)
@@ -113,10 +140,14 @@ def microbenchmarks():
             out.append((f"layer_norm_c{columns}", layer_norm, [(r, c)]))
     for n in (64, 128, 256, 512, 768, 1024):
         out.append(("broadcast_product_sum", broadcast_product_sum, [(n, n), (n, n)]))
+    for r, c in _sizes_2d(4096):     # full reductions of 2-D tensors: nvFuser's grid reductions
+        out.append(("full_sum_2d_c4096", full_sum_2d, [(r, c)]))
+        out.append(("silu_amax_c4096", silu_amax, [(r, c), (r, c)]))
+        out.append(("silu_row_amax_c4096", silu_row_amax, [(r, c), (r, c)]))
     return out
 
 
-def measure(runs: int) -> list[dict]:
+def measure(runs: int, only=None) -> list[dict]:
     import torch
     from gpu_timing import profile_kernels, time_us
 
@@ -125,6 +156,8 @@ def measure(runs: int) -> list[dict]:
     records = []
     gen = torch.Generator(device="cuda").manual_seed(0)
     for name, fn, shapes in microbenchmarks():
+        if only and not any(name.startswith(o) for o in only):
+            continue
         inputs = [torch.randn(*s, device="cuda", generator=gen) for s in shapes]
         fd = to_nvfuser(eqsat.from_function(fn))
         t = time_us(lambda: fd.execute(inputs), runs, max_seconds=1.0)
@@ -194,6 +227,22 @@ def fit_kind(samples: list[tuple[float, float, float]]) -> tuple[dict, dict]:
     return consts, quality
 
 
+def grid_throughput(grid: dict, quality: dict, reduction: dict, samples) -> tuple[dict, dict]:
+    """A grid reduction's arithmetic throughput where no sample was compute-bound (full sums
+    are not): the reduction's, scaled as its bandwidth is (the same code, its blocks combining
+    through global memory), rather than whatever value the bandwidth-bound samples leave
+    unconstrained. A sample is compute-bound where the reduction's constants say so."""
+    compute_bound = any(f / reduction["gflops"] > b / reduction["bandwidth_GBps"] for b, f, _ in samples)
+    if compute_bound:
+        return grid, quality
+    ratio = grid["bandwidth_GBps"] / reduction["bandwidth_GBps"]
+    grid = {**grid, "gflops": round(reduction["gflops"] * ratio, 1)}
+    b, f, t = (np.array([s[i] for s in samples], dtype=float) for i in range(3))
+    rel = np.abs(_kernel_time(grid["launch_us"], grid["bandwidth_GBps"], grid["gflops"], b, f) / t - 1.0)
+    return grid, {**quality, "gflops": f"the reduction's x {ratio:.3f} (no compute-bound sample)",
+                  "median_rel_error": round(float(np.median(rel)), 4), "max_rel_error": round(float(rel.max()), 4)}
+
+
 def fit(records: list[dict], device: str) -> tuple[dict, dict]:
     """A profile (as a dict) and a fit report from microbenchmark records."""
     per_kind: dict[str, list] = {k: [] for k in KINDS}
@@ -216,6 +265,9 @@ def fit(records: list[dict], device: str) -> tuple[dict, dict]:
     for kind in KINDS:
         if len(per_kind[kind]) >= 3:
             kinds[kind], quality[kind] = fit_kind(per_kind[kind])
+            if kind == "grid_reduction" and "reduction" in kinds:
+                kinds[kind], quality[kind] = grid_throughput(kinds[kind], quality[kind], kinds["reduction"],
+                                                             per_kind[kind])
         else:
             c = default.kinds[kind]
             kinds[kind] = {"launch_us": c.launch_us, "bandwidth_GBps": c.bandwidth_GBps, "gflops": c.gflops}
@@ -249,12 +301,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="profile JSON to write")
     parser.add_argument("--raw", help="also write the raw measurements here")
-    parser.add_argument("--fit", metavar="RAW", help="fit recorded measurements instead of measuring")
+    parser.add_argument("--fit", metavar="RAW", nargs="+",
+                        help="fit recorded measurements (several files: their records together) instead of measuring")
+    parser.add_argument("--only", metavar="NAME", nargs="+",
+                        help="measure only the microbenchmarks whose name starts so")
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args(argv)
     if args.fit:
-        with open(args.fit) as f:
-            raw = json.load(f)
+        raws = []
+        for path in args.fit:
+            with open(path) as f:
+                raws.append(json.load(f))
+        devices = {r["device"] for r in raws}
+        if len(devices) > 1:
+            parser.error(f"--fit: the records come from different GPUs ({', '.join(sorted(devices))})")
+        raw = {**raws[0], "records": [rec for r in raws for rec in r["records"]]}
         repredict(raw["records"])
     else:
         import torch
@@ -265,7 +326,7 @@ def main(argv=None) -> int:
             return 2
         device = torch.cuda.get_device_name(0)
         print(f"measuring on {device}")
-        raw = {"device": device, "host": platform.node(), "records": measure(args.runs)}
+        raw = {"device": device, "host": platform.node(), "records": measure(args.runs, args.only)}
         if args.raw:
             with open(args.raw, "w") as f:
                 json.dump(raw, f, indent=1)

@@ -9,12 +9,13 @@ For each microbenchmark it records the steady-state time of one call (calls back
 (``time.perf_counter`` over calls issued back to back, not waited for), the kernels nvFuser ran
 and their device time (torch.profiler), and the features the fit uses. It then fits
 ``host_us = base + per_segment * segments + per_input * inputs + per_output * outputs
-+ per_op * ops + per_resize * resizes`` by least squares (non-negative), and prints the fit
-and each row's error.
++ per_op * ops + per_resize * resizes + per_grid * grid reductions`` by least squares
+(non-negative), and prints the fit and each row's error. (Grid reductions need tensors too
+large for the host alone to show: those rows' steady and latency times may hold the kernels'.)
 
 ``--fit host.json`` refits recorded measurements without a GPU.
 
-The 40 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
+The 44 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
 measured: the fit of 2026-12-04 got 27 of them, up to resizes4). Real fusions' host cost grows
 with their resize ops (on the corpus run of 2026-12-04 the host time the fit misses correlates
 0.6 with them), so the list reaches 32 resize ops and RoPE blocks of rank 4.
@@ -33,7 +34,7 @@ import eqsat
 from eqsat.ir.dtypes import DataType
 
 F32 = DataType.Float
-FEATURES = ("segments", "inputs", "outputs", "ops", "resizes")
+FEATURES = ("segments", "inputs", "outputs", "ops", "resizes", "grids")
 SIDE = 8            # each dim's extent: 8 elements per dim, so the kernels take a few µs
 
 
@@ -115,6 +116,16 @@ def rotary(n, rank=4):
     return definition, [rank]
 
 
+def full_sums(n, rows=1024):
+    """``n`` inputs of [rows, 1024], each summed over both axes: ``n`` grid reductions (large
+    enough that nvFuser's blocks combine through global memory: it zeroes a semaphore buffer
+    with a kernel of its own each call), ``n`` kernels."""
+    def definition(fd):
+        for _ in range(n):
+            fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=[0, 1]))
+    return definition, [(rows, 1024)] * n
+
+
 def microbenchmarks():
     out = []
     for n in (1, 4, 16, 64, 256):
@@ -131,13 +142,19 @@ def microbenchmarks():
     for rank in (1, 3, 4):
         out.append((f"chain4_rank{rank}", *chain(4, rank)))
         out.append((f"inputs8_rank{rank}", *many_inputs(8, rank)))
+    for n in (1, 2, 4):
+        out.append((f"full_sums{n}", *full_sums(n)))
+    out.append(("full_sum_small", *full_sums(1, rows=2)))
     return out
 
 
-def features(fusion, kernels: int) -> dict:
+def features(fusion, kernels: int, grids: int) -> dict:
+    """What the fit reads: nvFuser's kernels, the grid reductions among them (the kernels of
+    another library it launched beside them: each zeroes one grid reduction's semaphores),
+    and the definition's inputs, outputs, ops and resize ops."""
     ops = [n for n in fusion.nodes if not n.op.startswith("define_")]
     return {"segments": kernels, "inputs": len(fusion.inputs), "outputs": len(fusion.outputs),
-            "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops)}
+            "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops), "grids": grids}
 
 
 def host_only_us(fn, runs: int) -> float:
@@ -157,33 +174,34 @@ def host_only_us(fn, runs: int) -> float:
 
 def measure(runs: int, frontend: str, save=None) -> list[dict]:
     import torch
-    from gpu_timing import kernel_count_and_time, throughput_us, time_us
+    from gpu_timing import profile_kernels, throughput_us, time_us
 
     from eqsat.lowering.nvfuser import to_nvfuser
 
     rows = []
     for name, definition, ranks in microbenchmarks():
         fusion = eqsat.from_function(definition)
-        inputs = [torch.randn(*([SIDE] * r), device="cuda") for r in ranks]
+        inputs = [torch.randn(*(r if isinstance(r, tuple) else [SIDE] * r), device="cuda") for r in ranks]
         fd = to_nvfuser(fusion, frontend)
         call = lambda: fd.execute(inputs)      # noqa: E731
         call()
         # timed before the profile: torch.profiler's CUPTI slows launches after it (gpu_timing)
         steady, latency, host = throughput_us(call, runs), time_us(call, runs), host_only_us(call, runs)
-        kernels, device = kernel_count_and_time(call)
-        row = {"name": name, **features(fusion, kernels), "device_us": device,
+        runs_ = profile_kernels(call, repeats=5)
+        kernels, device = sum(k.is_nvfuser for k in runs_), sum(k.us for k in runs_)
+        row = {"name": name, **features(fusion, kernels, len(runs_) - kernels), "device_us": device,
                "steady_us": steady, "latency_us": latency, "host_us": host}
         rows.append(row)
         if save:
             save(rows)              # a run cut short keeps what it measured
-        print(f"  {name:18s} kernels {kernels:2d} device {device:6.1f} us  steady {row['steady_us']:7.1f}  "
+        print(f"  {name:18s} kernels {kernels:2d} grids {row['grids']} device {device:6.1f} us  steady {row['steady_us']:7.1f}  "
               f"latency {row['latency_us']:7.1f}  host {row['host_us']:7.1f}", flush=True)
     return rows
 
 
 def fit(rows: list[dict], target: str = "host_us") -> dict:
     """Non-negative least squares of ``target`` on [1, features]: coefficients and errors."""
-    X = np.array([[1.0] + [r[f] for f in FEATURES] for r in rows])
+    X = np.array([[1.0] + [r.get(f, 0) for f in FEATURES] for r in rows])     # older runs: no grids
     y = np.array([r[target] for r in rows])
     active = list(range(X.shape[1]))
     while True:                          # drop negative coefficients one at a time, refit

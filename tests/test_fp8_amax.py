@@ -186,23 +186,27 @@ def _demo(name, scaled):
 
 @pytest.mark.parametrize("name, scaled", CASES)
 def test_at_16384x4096_the_amax_is_split_where_the_cost_model_says_it_pays(name, scaled):
-    """Under the cost model, with no margin: after a normalization the amax is split (its
-    first stage fuses into the normalization's kernel; the full-size intermediate is no
-    longer written and read), and so after GELU/SwiGLU where the amax is of the unscaled y;
-    where it is of y * s, the reduction already shares the one kernel that makes y, and eqsat
-    keeps it. The hand split is in the e-graph either way, and the result runs as torch."""
+    """Under the cost model, with no margin, the amax is split in every family: after a
+    normalization its first stage fuses into the normalization's kernel (the full-size
+    intermediate is no longer written and read); after GELU/SwiGLU the one kernel nvFuser
+    makes of the fusion as given is a grid reduction (a reduction to one element, its blocks
+    combining through global memory: slower per byte than a row reduction, bench/calibrate.py),
+    and the split makes it a reduction that keeps an axis and a small one of what it kept.
+    The hand split is in the e-graph either way, and the result runs as torch."""
     opt = _demo(name, scaled)
     given = definition(name, scaled_amax=scaled)
     assert explore(given, contains=[definition(name, split=True, scaled_amax=scaled)]).contains == [True]
     before, after = opt.report.before, opt.report.after
-    normalization = name in ("rmsnorm", "layernorm")
-    if normalization or not scaled:
-        assert opt.report.changed and {"split-max-lowest-axis-first", "split-max-lowest-axis-last"} & \
-            set(opt.report.rules)
-        assert after.bytes < before.bytes * 0.5 and after.time_us < before.time_us
-        assert len(after.kernels) == 2 and min(k.bytes for k in after.kernels) < 1e6   # the outer max
+    assert opt.report.changed and {"split-max-lowest-axis-first", "split-max-lowest-axis-last"} & \
+        set(opt.report.rules)
+    assert after.time_us < before.time_us
+    assert len(after.kernels) == 2 and min(k.bytes for k in after.kernels) < 1e6   # the outer max
+    if name in ("rmsnorm", "layernorm"):
+        assert after.bytes < before.bytes * 0.5
     else:
-        assert not opt.report.changed and len(before.kernels) == 1
+        assert [k.kind for k in before.kernels] == ["grid_reduction"]
+        assert max(after.kernels, key=lambda k: k.bytes).kind == "reduction"
+        assert after.bytes <= before.bytes * 1.01
     inputs = make_inputs(name)
     want = torch_reference(name, scaled_amax=scaled)(*inputs)
     assert_outputs_match(eqsat.run_fusion(opt.fusion, inputs, strict=True), want, [None, 2e-2], "optimized")

@@ -90,8 +90,8 @@ def test_min_gain_replaces_the_measured_error(seed_one):
 
 
 def test_a_profile_without_an_error_table_keeps_the_flat_margin():
-    seed = SEEDS["layernorm_amax"]       # at 256x512 the best candidate saves under 1%
-    opt = optimize_fusion(seed.model_ref, seed.make_inputs(256, 512, device="meta"), profile=_profile(None))
+    seed = SEEDS["layernorm_amax"]       # at 16x512 the best candidate saves under 1%
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(16, 512, device="meta"), profile=_profile(None))
     [r] = opt.report.rejected
     assert not opt.report.changed and r.margin == MIN_GAIN and 0 < r.saving < MIN_GAIN
     assert "the default margin 5% (the profile has no error table)" in r.reason

@@ -36,9 +36,11 @@ count and bytes are not additive over nodes:
    per element of each node's iteration space (special functions weigh more, casts nothing;
    kept ops such as reshape count one, as data movement).
 3. **Time** = host cost + sum over kernels of (launch + max(bytes / bandwidth, flops /
-   throughput)), with the constants of the kernel's kind from the profile. The host cost is
-   nvFuser's per ``execute`` at steady state: a base, and a cost per segment (kernel), per
-   input, output, op and resize op (the profile's ``host``; the default H200 profile,
+   throughput)), with the constants of the kernel's kind from the profile (pointwise,
+   reduction, grid_reduction: a reduction to one element, whose blocks combine through global
+   memory, and normalization). The host cost is nvFuser's per ``execute`` at steady state: a
+   base, and a cost per segment (kernel), per input, output, op, resize op and grid reduction
+   (the profile's ``host``; the default H200 profile,
    ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
@@ -225,7 +227,8 @@ class CostModel:
             est.host_us = self.profile.host.cost_us(
                 segments=len(est.kernels), inputs=sum(nodes[n].op == "Leaf" for n in order),
                 outputs=len(outputs) if outputs is not None else len(roots),
-                ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute))
+                ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute),
+                grids=sum(k.kind == "grid_reduction" for k in est.kernels))
         return est
 
     def _reading(self, nodes, roots, links, outputs) -> tuple[dict, list[int], set[int], dict]:

@@ -1,7 +1,9 @@
 """Calibration profiles: the constants of the cost model, per kernel kind.
 
 A profile is a JSON file (``bench/calibrate.py`` writes one); the package ships
-``profiles/h200.json``, the default. Its optional ``error`` table (``eqsat.cost.error_table``;
+``profiles/h200_host_fit.json`` (the default) and ``profiles/h200.json``. Its ``kinds`` hold the
+constants of each kernel kind (:data:`KINDS`); one written before ``grid_reduction`` was told
+apart from ``reduction`` gives it the reduction's. Its optional ``error`` table (``eqsat.cost.error_table``;
 ``bench/corpus.py --fit-error`` writes it) is the model's measured error, the margin a rewrite's
 predicted saving must exceed.
 """
@@ -16,7 +18,10 @@ from eqsat.errors import FusionError
 
 from .error_table import ErrorTable
 
-KINDS = ("pointwise", "reduction", "normalization")
+KINDS = ("pointwise", "reduction", "grid_reduction", "normalization")
+# a kind a profile may leave out, and the kind whose constants it then takes (profiles written
+# before the kind was told apart)
+FALLBACK_KINDS = {"grid_reduction": "reduction"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class KindConstants:
 class HostConstants:
     """nvFuser's host cost of one ``execute`` at steady state (calls back to back), in µs:
     ``base + per_segment * kernels + per_input * inputs + per_output * outputs + per_op * ops
-    + per_resize * resize ops``. ``bench/host_cost.py`` measures and fits it on a GPU."""
+    + per_resize * resize ops + per_grid * grid reductions`` (each zeroes its semaphores with a
+    kernel of its own). ``bench/host_cost.py`` measures and fits it on a GPU."""
 
     base_us: float
     per_segment_us: float = 0.0
@@ -38,13 +44,17 @@ class HostConstants:
     per_output_us: float = 0.0
     per_op_us: float = 0.0
     per_resize_us: float = 0.0
+    per_grid_us: float = 0.0
 
-    def cost_us(self, segments: int, inputs: int, outputs: int, ops: int, resizes: int) -> float:
+    def cost_us(self, segments: int, inputs: int, outputs: int, ops: int, resizes: int,
+                grids: int = 0) -> float:
         return (self.base_us + self.per_segment_us * segments + self.per_input_us * inputs
-                + self.per_output_us * outputs + self.per_op_us * ops + self.per_resize_us * resizes)
+                + self.per_output_us * outputs + self.per_op_us * ops + self.per_resize_us * resizes
+                + self.per_grid_us * grids)
 
 
-HOST_FIELDS = ("base_us", "per_segment_us", "per_input_us", "per_output_us", "per_op_us", "per_resize_us")
+HOST_FIELDS = ("base_us", "per_segment_us", "per_input_us", "per_output_us", "per_op_us", "per_resize_us",
+               "per_grid_us")
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,12 @@ class Profile:
         try:
             kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]))
                      for k, v in data["kinds"].items()}
+            for k, instead in FALLBACK_KINDS.items():
+                if k not in kinds and instead in kinds:
+                    kinds[k] = kinds[instead]
+            unknown = sorted(set(kinds) - set(KINDS))
+            if unknown:
+                raise ValueError(f"kinds has unknown kinds {unknown}; known: {', '.join(KINDS)}")
             missing = [k for k in KINDS if k not in kinds]
             if missing:
                 raise KeyError(f"kinds.{missing[0]}")

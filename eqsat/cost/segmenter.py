@@ -18,7 +18,8 @@ lists them):
   cat and indexing ops), :meth:`Segmenter._relabels` (one axis on two dims: a causal mask),
   :meth:`Segmenter.translated_repeats` (a cat of one tensor is no resize);
 - kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
-  :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`;
+  :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`,
+  :meth:`Segmenter.reduction_kind` (a reduction to one element is a grid reduction);
 - :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output),
   :meth:`Segmenter.privatized_upcasts` (an upcast of an input is recomputed in each kernel);
 - :meth:`Segmenter.persistent_fits` (a normalization keeps a row on chip: 227 KiB at most).
@@ -65,6 +66,9 @@ INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:t
 VIEWS = frozenset({"Kept:reshape", "Kept:slice", "Kept:stride_order"})
 # categories of the IR's ops (eqsat.ir.opspec) that compute elementwise
 ELEMENTWISE = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
+# the fewest elements a full reduction reduces across blocks (a grid reduction): nvFuser 0.2.35
+# on the H200 summed 4096 in one block and 16384 across blocks (bench/calibrate.py, full_sum)
+GRID_MIN = 8192
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
 # the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
 # chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
@@ -378,9 +382,21 @@ class Segmenter:
             if split:
                 head, tail = split
                 split_of = {**part_of, **{m: ("epilogue", g) for m in tail}}
-                return [Segment("reduction", head, split_of, g),
+                return [Segment(self.reduction_kind(head), head, split_of, g),
                         Segment("pointwise", tail, split_of, ("epilogue", g))]
-        return [Segment("normalization" if back else "reduction", ms, part_of, g)]
+        return [Segment("normalization" if back else self.reduction_kind(ms), ms, part_of, g)]
+
+    def reduction_kind(self, ms) -> str:
+        """A reduction kernel whose reductions all leave one element (over every axis of what
+        they read: a full sum, an FP8 amax) of more than ``GRID_MIN`` is nvFuser's grid reduction, blocks combining
+        through global memory: ``grid_reduction``, its own constants in the profile (slower per
+        byte and per op than a reduction that keeps an axis: bench/calibrate.py)."""
+        nodes, numel = self.nodes, self.model.numel
+        reductions = [m for m in ms if nodes[m].op in REDUCING]
+        if reductions and all(numel(nodes[m].labels) <= 1 and numel(self.model.space(nodes, m)) > GRID_MIN
+                              for m in reductions):
+            return "grid_reduction"
+        return "reduction"
 
     def broadcast_back(self, group: Group) -> bool:
         """Whether a pointwise member over the reductions' full space reads a reduction: a
@@ -415,10 +431,14 @@ class Segmenter:
             return None                     # an outer reduction (or a layout not known)
         ms_set = set(ms)
         head = upstream_within(nodes, reductions, ms_set)   # the reductions and what they read
-        tail = [m for m in ms if m not in head]
+        # the epilogue: what reads a reduction; values beside the reductions that read none
+        # (a prologue's own output, an FP8 cast of the reduced tensor) stay in their kernel
+        reduced = set(reductions)
+        tail = [m for m in ms if m not in head and depends_on(nodes, m, reduced, ms_set)]
         if not tail or not feeding(nodes, tail, ms_set) - head - feeding(nodes, reductions, ms_set):
             return None
-        return [m for m in ms if m in head], tail
+        kept = set(tail)
+        return [m for m in ms if m not in kept], tail
 
     def inner_outer_persistent(self, g, group: Group, part_of: dict, back: bool) -> list[Segment]:
         """Reductions along two disjoint label sets of one space: with something broadcast
