@@ -9,13 +9,14 @@ For each microbenchmark it records the steady-state time of one call (calls back
 (``time.perf_counter`` over calls issued back to back, not waited for), the kernels nvFuser ran
 and their device time (torch.profiler), and the features the fit uses. It then fits
 ``host_us = base + per_segment * segments + per_input * inputs + per_output * outputs
-+ per_op * ops + per_resize * resizes + per_grid * grid reductions`` by least squares
++ per_op * ops + per_resize * resizes + per_grid * grid reductions + per_alias * alias outputs``
+by least squares
 (non-negative), and prints the fit and each row's error. (Grid reductions need tensors too
 large for the host alone to show: those rows' steady and latency times may hold the kernels'.)
 
 ``--fit host.json`` refits recorded measurements without a GPU.
 
-The 44 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
+The 47 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
 measured: the fit of 2026-12-04 got 27 of them, up to resizes4). Real fusions' host cost grows
 with their resize ops (on the corpus run of 2026-12-04 the host time the fit misses correlates
 0.6 with them), so the list reaches 32 resize ops and RoPE blocks of rank 4.
@@ -34,7 +35,8 @@ import eqsat
 from eqsat.ir.dtypes import DataType
 
 F32 = DataType.Float
-FEATURES = ("segments", "inputs", "outputs", "ops", "resizes", "grids")
+FEATURES = ("segments", "inputs", "outputs", "ops", "resizes", "grids", "aliases")
+COEFFICIENTS = ("base",) + tuple(f"per_{f[:-2] if f.endswith('ses') else f[:-1]}" for f in FEATURES)
 SIDE = 8            # each dim's extent: 8 elements per dim, so the kernels take a few µs
 
 
@@ -126,6 +128,18 @@ def full_sums(n, rows=1024):
     return definition, [(rows, 1024)] * n
 
 
+def alias_outputs(n, rank=2):
+    """One kernel (the negation of the first input) and ``n`` outputs that are views of the
+    other inputs (a reshape each): nvFuser cuts such alias-only regions off into segments its
+    expression evaluator runs on the host, no kernel (MarkAliasesPreparePass)."""
+    def definition(fd):
+        xs = [_tensor(fd, rank) for _ in range(n + 1)]
+        fd.add_output(fd.ops.neg(xs[0]))
+        for x in xs[1:]:
+            fd.add_output(fd.ops.reshape(x, new_shape=[SIDE ** rank]))
+    return definition, [rank] * (n + 1)
+
+
 def microbenchmarks():
     out = []
     for n in (1, 4, 16, 64, 256):
@@ -145,16 +159,20 @@ def microbenchmarks():
     for n in (1, 2, 4):
         out.append((f"full_sums{n}", *full_sums(n)))
     out.append(("full_sum_small", *full_sums(1, rows=2)))
+    for n in (1, 2, 4):
+        out.append((f"alias_outputs{n}", *alias_outputs(n)))
     return out
 
 
 def features(fusion, kernels: int, grids: int) -> dict:
     """What the fit reads: nvFuser's kernels, the grid reductions among them (the kernels of
     another library it launched beside them: each zeroes one grid reduction's semaphores),
-    and the definition's inputs, outputs, ops and resize ops."""
+    and the definition's inputs, outputs, ops, resize ops and outputs that are reshapes (alias
+    segments, in these microbenchmarks)."""
     ops = [n for n in fusion.nodes if not n.op.startswith("define_")]
     return {"segments": kernels, "inputs": len(fusion.inputs), "outputs": len(fusion.outputs),
-            "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops), "grids": grids}
+            "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops), "grids": grids,
+            "aliases": sum(n.op == "reshape" and n.outputs[0] in {o.value for o in fusion.outputs} for n in ops)}
 
 
 def host_only_us(fn, runs: int) -> float:
@@ -214,8 +232,7 @@ def fit(rows: list[dict], target: str = "host_us") -> dict:
     full[active] = coef
     pred = X @ full
     err = np.abs(pred - y) / y
-    names = ("base",) + tuple(f"per_{f[:-1] if f.endswith('s') else f}" for f in FEATURES)
-    return {"target": target, "coefficients_us": dict(zip(names, np.round(full, 3).tolist())),
+    return {"target": target, "coefficients_us": dict(zip(COEFFICIENTS, np.round(full, 3).tolist())),
             "median_rel_error": round(float(np.median(err)), 4), "max_rel_error": round(float(err.max()), 4),
             "samples": len(rows)}
 

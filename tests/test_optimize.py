@@ -142,10 +142,15 @@ def test_profile_from_a_path_and_a_bad_profile(tmp_path):
     good.write_text(json.dumps(data))
     opt = optimize_fusion(SEEDS["reduction_broadcast"].model_ref, profile=str(good))
     assert opt.report.before.host_us == 10
+    # written before grid reductions were told apart: they take the reduction's constants
+    assert load_profile(str(good)).kinds["grid_reduction"] == load_profile(str(good)).kinds["reduction"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"host_us": 1}))
     with pytest.raises(FusionError, match="not a cost-model profile"):
         load_profile(str(bad))
+    typo = {**data, "kinds": {**data["kinds"], "grid_reductoin": data["kinds"]["reduction"]}}
+    with pytest.raises(FusionError, match=r"unknown kinds \['grid_reductoin'\]"):
+        load_profile(typo)
 
 
 def _seed_file(tmp_path, shape=(256, 256, 256)):

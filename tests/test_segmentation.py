@@ -8,6 +8,7 @@ import torch
 
 import eqsat
 from eqsat import DataType
+from eqsat.cost.profile import load_profile
 
 F32 = DataType.Float
 
@@ -130,6 +131,52 @@ def test_views_alone_are_no_kernel():
         fd.add_output(fd.ops.sum(s, dims=[2]))          # over an extent-1 axis: a squeeze
 
     assert kernels(fusion, (64, 64)) == 0
+
+
+def test_views_alone_are_a_segment_of_the_host_s():
+    """nvFuser cuts an alias-only region off into a segment its expression evaluator runs:
+    no kernel, a segment's host cost all the same (as much as the kernel of a computed one)."""
+    def with_view(fd):
+        x, y = _tensor(fd, 2), _tensor(fd, 2)
+        fd.add_output(fd.ops.neg(x))
+        fd.add_output(fd.ops.reshape(y, new_shape=[64 * 64]))
+
+    def with_computed(fd):
+        x, y = _tensor(fd, 2), _tensor(fd, 2)
+        fd.add_output(fd.ops.neg(x))
+        fd.add_output(fd.ops.reshape(fd.ops.neg(y), new_shape=[64 * 64]))
+
+    shapes = [torch.empty(64, 64, device="meta")] * 2
+    view, computed = (eqsat.estimate_fusion(f, shapes) for f in (with_view, with_computed))
+    assert (len(view.kernels), len(computed.kernels)) == (1, 2)
+    host = load_profile(None).host
+    assert host.per_segment_us > 0
+    assert view.host_us == pytest.approx(computed.host_us - host.per_op_us)   # one op fewer
+
+
+@pytest.mark.parametrize("dims, n, want", [([0, 1], 1024, "grid_reduction"), ([1], 1024, "reduction"),
+                                           ([0, 1], 64, "reduction")])
+def test_a_reduction_to_one_element_of_many_is_a_grid_reduction(dims, n, want):
+    """nvFuser reduces a large tensor to one element across blocks, combining their partial
+    results through global memory (a grid reduction: slower per byte, bench/calibrate.py);
+    a reduction that keeps an axis, or a small one, stays within blocks."""
+    def fusion(fd):
+        fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=dims))
+
+    [k] = eqsat.estimate_fusion(fusion, [torch.empty(n, n, device="meta")]).kernels
+    assert k.kind == want
+
+
+def test_values_beside_an_inner_reduction_stay_in_its_kernel():
+    """An FP8 cast of the tensor an innermost reduction reads is no epilogue (it reads no
+    reduction): one kernel, as nvFuser runs the amax of y as given."""
+    def fusion(fd):
+        x, s = _tensor(fd, 2), fd.define_tensor(shape=[], contiguity=[], dtype=F32)
+        fd.add_output(fd.ops.max(fd.ops.abs(x), dims=[0, 1]))
+        fd.add_output(fd.ops.cast(fd.ops.mul(x, s), dtype=DataType.Float8_e4m3fn))
+
+    inputs = [torch.empty(1024, 1024, device="meta"), torch.empty((), device="meta")]
+    assert len(eqsat.estimate_fusion(fusion, inputs).kernels) == 1
 
 
 def test_an_output_written_into_an_input_is_copied_in_a_segment_of_its_own():

@@ -23,7 +23,8 @@ count and bytes are not additive over nodes:
      (index_select, gather), and pads/cats of a broadcast dim, only a kernel input;
    - reductions along two label sets share a kernel only with something broadcast back
      (inner-outer persistent); an innermost-axis reduction kernel takes no epilogue that
-     reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel;
+     reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel,
+     but a segment of the host's all the same (alias-only regions are cut off);
    - an elementwise op that puts one axis of its inputs on two of its dims (a causal mask of
      one iota) takes its inputs from another kernel; a cat of pads of one tensor is a repeat
      (nvFuser makes it an expand), no resize; a stride order that keeps its input's layout,
@@ -225,7 +226,7 @@ class CostModel:
         compute = segmenter.compute
         if compute or self.aliased:
             est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels), inputs=sum(nodes[n].op == "Leaf" for n in order),
+                segments=len(est.kernels) + segmenter.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
                 outputs=len(outputs) if outputs is not None else len(roots),
                 ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute),
                 grids=sum(k.kind == "grid_reduction" for k in est.kernels))

@@ -360,11 +360,14 @@ class Segmenter:
     # -- kernels of the groups -------------------------------------------------------------------
 
     def segments(self) -> list[Segment]:
-        """The kernels of the merged groups, group by group."""
+        """The kernels of the merged groups, group by group; ``alias_segments`` counts the
+        groups of views alone (no kernel, a segment all the same: see :meth:`views_alone`)."""
         part_of = {n: self.graph.find(n) for n in self.compute}
         out = []
+        self.alias_segments = 0
         for g, group in self.groups.items():
             out += self.kernels_of(g, group, part_of)
+            self.alias_segments += self.views_alone(group.members)
         return out
 
     def kernels_of(self, g, group: Group, part_of: dict) -> list[Segment]:
@@ -410,7 +413,9 @@ class Segmenter:
 
     def views_alone(self, ms) -> bool:
         """A kernel of views of its inputs only (reshape, slice, squeeze) is no kernel:
-        nvFuser aliases them."""
+        nvFuser aliases them. It is a segment still: nvFuser's MarkAliasesPreparePass cuts
+        alias-only regions off with segment_set, and its expression evaluator runs each on the
+        host (a segment's host cost, no device time)."""
         return all(self.is_view(m) for m in ms)
 
     def is_view(self, m) -> bool:
