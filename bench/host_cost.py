@@ -16,10 +16,14 @@ large for the host alone to show: those rows' steady and latency times may hold 
 
 ``--fit host.json`` refits recorded measurements without a GPU.
 
-The 47 microbenchmarks take about 4 minutes on the H200 (a run cut short keeps what it
+The 52 microbenchmarks take about 5 minutes on the H200 (a run cut short keeps what it
 measured: the fit of 2026-12-04 got 27 of them, up to resizes4). Real fusions' host cost grows
 with their resize ops (on the corpus run of 2026-12-04 the host time the fit misses correlates
-0.6 with them), so the list reaches 32 resize ops and RoPE blocks of rank 4.
+0.6 with them), so the list reaches 32 resize ops and RoPE blocks of rank 4. Thunder's
+host-bound fusions take ~14 us more host time than the fit at the median, even with their
+alias-only segments counted (correlated 0.5 with their kernels and ops, and they have 3x the
+ops of ../shared/corpus's): the last rows try what Thunder writes and the others lack (static
+extents, broadcast weights, outputs that are views).
 """
 from __future__ import annotations
 
@@ -140,6 +144,32 @@ def alias_outputs(n, rank=2):
     return definition, [rank] * (n + 1)
 
 
+def static_chain(length, rank=3):
+    """``chain`` with the extents written into the definition (Thunder writes static shapes;
+    the other microbenchmarks, like ../shared/corpus, symbolic ones)."""
+    def definition(fd):
+        x = fd.define_tensor(shape=[SIDE] * rank, contiguity=[True] * rank, dtype=F32)
+        y = x
+        for i in range(length):
+            y = fd.ops.mul(y, x) if i % 2 else fd.ops.add(y, x)
+        fd.add_output(y)
+    return definition, [rank]
+
+
+def broadcasts(n, rank=3):
+    """``n`` vectors broadcast and expanded to a rank-``rank`` tensor and added to it, as
+    Thunder writes a bias or a norm's weight: ops that move no data, in one kernel."""
+    def definition(fd):
+        x = _tensor(fd, rank)
+        y = x
+        for _ in range(n):
+            v = _tensor(fd, 1)
+            b = fd.ops.broadcast_in_dim(v, shape=fd.ops.shape(x), broadcast_dims=[rank - 1])
+            y = fd.ops.add(y, b)
+        fd.add_output(y)
+    return definition, [rank] + [1] * n
+
+
 def microbenchmarks():
     out = []
     for n in (1, 4, 16, 64, 256):
@@ -161,6 +191,10 @@ def microbenchmarks():
     out.append(("full_sum_small", *full_sums(1, rows=2)))
     for n in (1, 2, 4):
         out.append((f"alias_outputs{n}", *alias_outputs(n)))
+    for n in (4, 64):
+        out.append((f"static_chain{n}", *static_chain(n)))
+    for n in (1, 4, 16):
+        out.append((f"broadcasts{n}", *broadcasts(n)))
     return out
 
 
