@@ -355,3 +355,34 @@ def test_the_benchmark_table_compares_eqsat_with_the_hand_split(bench):
     assert "2.31x" in text and "1.032" in text and "target met" in text
     rows[1]["us"] = 140.0
     assert "target 1.05x MISSED" in bench.table(rows)
+
+
+def _silu_amax_scale_thunder(fd):
+    """A SiLU's FP8 amax and scale as Thunder writes the region (sigmoid as 1 / (1 + exp(-x)),
+    the amax over every axis, the scale 448 / amax where amax > 0)."""
+    x = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True] * 3, dtype=DataType.BFloat16)
+    xf = fd.ops.cast(x, dtype=DataType.Float)
+    y = fd.ops.mul(xf, fd.ops.reciprocal(fd.ops.add(fd.ops.exp(fd.ops.neg(xf)), 1.0)))
+    amax = fd.ops.max(fd.ops.abs(y), dims=[0, 1, 2])
+    fd.add_output(fd.ops.cast(y, dtype=DataType.BFloat16))
+    fd.add_output(fd.ops.where(fd.ops.gt(amax, 0.0), fd.ops.div(448.0, amax), 1.0))
+
+
+def _silu_amax_scale_torch(x):
+    y = torch.nn.functional.silu(x.float())
+    amax = y.abs().amax()
+    return [y.to(torch.bfloat16), torch.where(amax > 0, 448.0 / amax, torch.ones_like(amax))]
+
+
+def test_a_thunder_silu_amax_region_is_split_at_its_model_s_size():
+    """Thunder's region of an FP8 SiLU (as in bench/thunder.py's fp8_current model, [4, 2048,
+    5632] bf16): nvFuser runs it as one grid reduction; eqsat splits the amax, and the result
+    runs as torch (at a small shape, special values among the inputs)."""
+    meta = [torch.empty(4, 2048, 5632, dtype=torch.bfloat16, device="meta")]
+    opt = eqsat.optimize_fusion(_silu_amax_scale_thunder, meta, deadline_s=None)
+    assert [k.kind for k in opt.report.before.kernels] == ["grid_reduction"]
+    assert opt.report.changed and len(opt.report.after.kernels) == 2
+    assert max(opt.report.after.kernels, key=lambda k: k.bytes).kind == "reduction"
+    x = torch.randn(2, 8, 48).to(torch.bfloat16)
+    x[0, 0, :3] = torch.tensor([INF, -INF, -0.0])
+    check(_silu_amax_scale_thunder, [x], _silu_amax_scale_torch, deadline_s=None)
