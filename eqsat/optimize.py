@@ -20,6 +20,7 @@ from eqsat.egraph.saturate import Limits, Saturation, applicable, select_rules, 
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
+from eqsat.ir.layout import alias_output_sources
 from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.lowering.source import fusion_source
 from eqsat.reference.inputs import check_inputs
@@ -641,7 +642,8 @@ def _choices(fusion: Fusion, enc, d, scope: int, concrete: dict, prof, sat) -> _
     inner = {t: order[-1] for t, order in enc.order.items() if order}
     model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
                       outputs={cls[t] for t in output_terms}, aliased=aliased,
-                      inner={cls[t]: b for t, b in inner.items()})
+                      inner={cls[t]: b for t, b in inner.items()},
+                      alias_segments=len(alias_output_sources(fusion)), output_count=len(fusion.outputs))
     return _Analysis(enc, d, cls, original, roots, model, sat, None)
 
 

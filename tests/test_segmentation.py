@@ -133,25 +133,37 @@ def test_views_alone_are_no_kernel():
     assert kernels(fusion, (64, 64)) == 0
 
 
-def test_views_alone_are_a_segment_of_the_host_s():
-    """nvFuser cuts an alias-only region off into a segment its expression evaluator runs:
-    no kernel, a segment's host cost all the same (as much as the kernel of a computed one)."""
-    def with_view(fd):
+def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
+    """nvFuser puts the outputs that view a value (an input, or one computed) behind a
+    segment_set and runs those views as a segment of their own on the host: no kernel, no
+    bytes, a segment's host cost (one per value viewed)."""
+    def plain(fd):
         x, y = _tensor(fd, 2), _tensor(fd, 2)
         fd.add_output(fd.ops.neg(x))
-        fd.add_output(fd.ops.reshape(y, new_shape=[64 * 64]))
+        fd.add_output(fd.ops.exp(y))
 
-    def with_computed(fd):
-        x, y = _tensor(fd, 2), _tensor(fd, 2)
-        fd.add_output(fd.ops.neg(x))
-        fd.add_output(fd.ops.reshape(fd.ops.neg(y), new_shape=[64 * 64]))
+    def viewing(*views):
+        def fusion(fd):
+            x, y = _tensor(fd, 2), _tensor(fd, 2)
+            n = fd.ops.neg(x)
+            fd.add_output(n)
+            fd.add_output(fd.ops.exp(y))
+            for v in views:
+                src = {"x": x, "y": y, "n": n}[v[0]]
+                fd.add_output(fd.ops.permute(src, dims=[1, 0]) if v[1] == "permute"
+                              else fd.ops.reshape(src, new_shape=[64 * 64]))
+        return fusion
 
     shapes = [torch.empty(64, 64, device="meta")] * 2
-    view, computed = (eqsat.estimate_fusion(f, shapes) for f in (with_view, with_computed))
-    assert (len(view.kernels), len(computed.kernels)) == (1, 2)
     host = load_profile(None).host
-    assert host.per_segment_us > 0
-    assert view.host_us == pytest.approx(computed.host_us - host.per_op_us)   # one op fewer
+    base = eqsat.estimate_fusion(plain, shapes)
+    for views, segments in (((("y", "reshape"),), 1), ((("n", "permute"),), 1),
+                            ((("n", "permute"), ("n", "reshape")), 1), ((("x", "reshape"), ("n", "permute")), 2)):
+        est = eqsat.estimate_fusion(viewing(*views), shapes)
+        assert len(est.kernels) == len(base.kernels) and est.bytes == base.bytes, views
+        extra = est.host_us - base.host_us
+        ops = extra - segments * host.per_segment_us - len(views) * host.per_output_us
+        assert ops == pytest.approx(host.per_op_us * len([v for v in views if v[1] == "reshape"])), views
 
 
 @pytest.mark.parametrize("dims, n, want", [([0, 1], 1024, "grid_reduction"), ([1], 1024, "reduction"),

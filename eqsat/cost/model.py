@@ -23,8 +23,7 @@ count and bytes are not additive over nodes:
      (index_select, gather), and pads/cats of a broadcast dim, only a kernel input;
    - reductions along two label sets share a kernel only with something broadcast back
      (inner-outer persistent); an innermost-axis reduction kernel takes no epilogue that
-     reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel,
-     but a segment of the host's all the same (alias-only regions are cut off);
+     reads other tensors; a kernel of views alone (reshape, slice, squeeze) is no kernel;
    - an elementwise op that puts one axis of its inputs on two of its dims (a causal mask of
      one iota) takes its inputs from another kernel; a cat of pads of one tensor is a repeat
      (nvFuser makes it an expand), no resize; a stride order that keeps its input's layout,
@@ -40,8 +39,9 @@ count and bytes are not additive over nodes:
    throughput)), with the constants of the kernel's kind from the profile (pointwise,
    reduction, grid_reduction: a reduction to one element, whose blocks combine through global
    memory, and normalization). The host cost is nvFuser's per ``execute`` at steady state: a
-   base, and a cost per segment (kernel), per input, output, op, resize op and grid reduction
-   (the profile's ``host``; the default H200 profile,
+   base, and a cost per segment (each kernel, and each segment of views the host runs: nvFuser
+   puts the outputs that view a value behind a ``segment_set``, ``alias_segments``), per input,
+   output, op, resize op and grid reduction (the profile's ``host``; the default H200 profile,
    ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
@@ -151,13 +151,18 @@ class CostModel:
 
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
-                 outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None):
+                 outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None,
+                 alias_segments: int = 0, output_count: int | None = None):
         self.profile = profile
         self.extents = extents          # label bit -> extent
         self.links = links or {}        # kept op's output class -> (op, input classes)
         self.outputs = outputs          # the fusion's output classes (None: every root)
         self.aliased = aliased          # outputs written into an input (add_output(t, alias))
         self.inner = inner or {}        # class -> the label of its innermost (last logical) dim
+        # segments of views the host runs (outputs that view a value: eqsat.ir.layout.alias_output_sources)
+        self.alias_segments = alias_segments
+        # the fusion's outputs, for the host cost (outputs that view one value are one class)
+        self.output_count = output_count
         self._numel: dict[int, int] = {}
 
     def linked(self, nodes: dict, links: dict | None = None) -> tuple[dict, dict[int, tuple[int, ...]]]:
@@ -226,8 +231,9 @@ class CostModel:
         compute = segmenter.compute
         if compute or self.aliased:
             est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels) + segmenter.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
-                outputs=len(outputs) if outputs is not None else len(roots),
+                segments=len(est.kernels) + self.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
+                outputs=self.output_count if self.output_count is not None
+                else len(outputs) if outputs is not None else len(roots),
                 ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute),
                 grids=sum(k.kind == "grid_reduction" for k in est.kernels))
         return est

@@ -17,7 +17,8 @@ lists them):
   :meth:`Segmenter.resize_scheduler` and :meth:`Segmenter.needs_kernel_input` (slice, pad,
   cat and indexing ops), :meth:`Segmenter._relabels` (one axis on two dims: a causal mask),
   :meth:`Segmenter.translated_repeats` (a cat of one tensor is no resize);
-- kernels of a group: :meth:`Segmenter.views_alone` (no kernel),
+- kernels of a group: :meth:`Segmenter.views_alone` (no kernel), :meth:`Segmenter.output_views`
+  (an output's views join no kernel),
   :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`,
   :meth:`Segmenter.reduction_kind` (a reduction to one element is a grid reduction);
 - :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output),
@@ -214,6 +215,8 @@ class Segmenter:
 
     def compatible(self, a, b) -> bool:
         """Whether one scheduler of nvFuser takes groups ``a`` and ``b`` as one kernel."""
+        if self.output_views(a) or self.output_views(b):
+            return False
         if not self.resize_scheduler(a, b):
             return False
         keys = self.groups[a].keys | self.groups[b].keys
@@ -360,14 +363,11 @@ class Segmenter:
     # -- kernels of the groups -------------------------------------------------------------------
 
     def segments(self) -> list[Segment]:
-        """The kernels of the merged groups, group by group; ``alias_segments`` counts the
-        groups of views alone (no kernel, a segment all the same: see :meth:`views_alone`)."""
+        """The kernels of the merged groups, group by group."""
         part_of = {n: self.graph.find(n) for n in self.compute}
         out = []
-        self.alias_segments = 0
         for g, group in self.groups.items():
             out += self.kernels_of(g, group, part_of)
-            self.alias_segments += self.views_alone(group.members)
         return out
 
     def kernels_of(self, g, group: Group, part_of: dict) -> list[Segment]:
@@ -411,11 +411,19 @@ class Segmenter:
         return any(nodes[m].op not in REDUCING and numel(self.model.space(nodes, m)) == numel(space)
                    and depends_on(nodes, m, reduced, ms_set) for m in group.members)
 
+    def output_views(self, g) -> bool:
+        """Views alone (:meth:`views_alone`) that make outputs and feed nothing else join no
+        kernel: nvFuser puts the value they view behind a segment_set and aliases them to it
+        (no bytes written; the host segment that runs them is the model's ``alias_segments``)."""
+        ms = self.groups[g].members
+        inside = set(ms)
+        return self.views_alone(ms) and any(m in self.sinks for m in ms) and not any(
+            c in self.in_compute and c not in inside for m in ms for c in self.consumers.get(m, ()))
+
     def views_alone(self, ms) -> bool:
         """A kernel of views of its inputs only (reshape, slice, squeeze) is no kernel:
-        nvFuser aliases them. It is a segment still: nvFuser's MarkAliasesPreparePass cuts
-        alias-only regions off with segment_set, and its expression evaluator runs each on the
-        host (a segment's host cost, no device time)."""
+        nvFuser aliases them (the host cost of the segment it runs them in is the model's:
+        ``CostModel.alias_segments``)."""
         return all(self.is_view(m) for m in ms)
 
     def is_view(self, m) -> bool:

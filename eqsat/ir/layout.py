@@ -169,3 +169,35 @@ def view_order(producer: dict, value: Any) -> list[int] | None:
 def _asked(node: Any, rank: int) -> list[int]:
     """The allocation order a ``stride_order`` node asks for (row-major where it is empty)."""
     return allocation_order(node.arg("stride_order"), rank)
+
+
+# ops nvFuser's alias analysis makes views of their input (AliasFinder: reshape, permute/set,
+# slice, broadcast, squeeze, expand); a stride order only where it keeps its input's layout
+VIEW_OPS = frozenset({"reshape", "permute", "slice", "broadcast", "broadcast_in_dim", "squeeze", "expand"})
+
+
+def alias_output_sources(fusion: Any) -> set[int]:
+    """The values that fusion outputs view: for each output made by a chain of view ops, the
+    value the chain starts from (an input, or the first value computed). nvFuser's
+    MarkAliasesPreparePass puts a ``segment_set`` after each such value, and its expression
+    evaluator runs the views behind it as a segment of their own, on the host: no kernel, a
+    segment's host cost. (Outputs written into an input, ``alias_input``, are not views.)"""
+    producer = fusion.producer
+    sources = set()
+    for out in fusion.outputs:
+        if out.alias_input is not None:
+            continue
+        value, node = out.value, producer.get(out.value)
+        if not _is_view(producer, node):
+            continue
+        while _is_view(producer, node):
+            value = node.arg("arg").id
+            node = producer.get(value)
+        sources.add(value)
+    return sources
+
+
+def _is_view(producer: dict, node: Any) -> bool:
+    if node is None or node.opaque:
+        return False
+    return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(producer, node))
