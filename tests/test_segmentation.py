@@ -345,3 +345,23 @@ def test_slices_pads_and_cats_of_symbolic_inputs_take_their_extents_from_the_inp
     est = eqsat.estimate_fusion(fusion, [torch.empty(8, 100, device="meta")])
     # writes 8 x (128 + 64) floats
     assert [k.bytes_written for k in est.kernels] == [8 * 192 * 4]
+
+
+def test_the_values_outputs_view_are_found_through_chains_of_views():
+    """alias_output_sources: a chain of views ends at the input or the first value computed; a
+    stride order that lays its input out anew is a copy, not a view; an output written into an
+    input is no view."""
+    from eqsat.ir.layout import alias_output_sources
+
+    def fusion(fd):
+        x, y = _tensor(fd, 2), _tensor(fd, 2)
+        n = fd.ops.neg(x)
+        fd.add_output(fd.ops.permute(fd.ops.reshape(n, new_shape=[32, 128]), dims=[1, 0]))   # views n
+        fd.add_output(fd.ops.slice(y, start_indices=[0, 0], end_indices=[8, 64], strides=[1, 1]))  # views y
+        fd.add_output(fd.ops.stride_order(fd.ops.exp(x), stride_order=[0, 1]))              # a copy
+        fd.add_output(fd.ops.abs(y), y)                                                     # into y
+
+    f = eqsat.ingest(fusion)
+    producer = f.producer
+    got = {producer[v].op if v in producer and not producer[v].is_input else "input" for v in alias_output_sources(f)}
+    assert got == {"neg", "input"} and len(alias_output_sources(f)) == 2
