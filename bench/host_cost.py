@@ -44,14 +44,17 @@ COEFFICIENTS = ("base",) + tuple(f"per_{f[:-2] if f.endswith('ses') else f[:-1]}
 SIDE = 8            # each dim's extent: 8 elements per dim, so the kernels take a few µs
 
 
-def _tensor(fd, rank):
-    return fd.define_tensor(shape=[-1] * rank, contiguity=[True] * rank, dtype=F32)
+def _tensor(fd, rank, static=False):
+    """An input of ``rank`` dims, their extents symbolic (-1) or ``static`` (SIDE each)."""
+    return fd.define_tensor(shape=[SIDE if static else -1] * rank, contiguity=[True] * rank, dtype=F32)
 
 
-def chain(length, rank=2):
-    """One input, one output, ``length`` pointwise ops: one kernel."""
+def chain(length, rank=2, static=False):
+    """One input, one output, ``length`` pointwise ops: one kernel. ``static``: the extents
+    written into the definition (Thunder writes static shapes; the other microbenchmarks, like
+    ../shared/corpus, symbolic ones)."""
     def definition(fd):
-        x = _tensor(fd, rank)
+        x = _tensor(fd, rank, static)
         y = x
         for i in range(length):
             y = fd.ops.mul(y, x) if i % 2 else fd.ops.add(y, x)
@@ -144,18 +147,6 @@ def alias_outputs(n, rank=2):
     return definition, [rank] * (n + 1)
 
 
-def static_chain(length, rank=3):
-    """``chain`` with the extents written into the definition (Thunder writes static shapes;
-    the other microbenchmarks, like ../shared/corpus, symbolic ones)."""
-    def definition(fd):
-        x = fd.define_tensor(shape=[SIDE] * rank, contiguity=[True] * rank, dtype=F32)
-        y = x
-        for i in range(length):
-            y = fd.ops.mul(y, x) if i % 2 else fd.ops.add(y, x)
-        fd.add_output(y)
-    return definition, [rank]
-
-
 def broadcasts(n, rank=3):
     """``n`` vectors broadcast and expanded to a rank-``rank`` tensor and added to it, as
     Thunder writes a bias or a norm's weight: ops that move no data, in one kernel."""
@@ -192,7 +183,7 @@ def microbenchmarks():
     for n in (1, 2, 4):
         out.append((f"alias_outputs{n}", *alias_outputs(n)))
     for n in (4, 64):
-        out.append((f"static_chain{n}", *static_chain(n)))
+        out.append((f"static_chain{n}", *chain(n, rank=3, static=True)))
     for n in (1, 4, 16):
         out.append((f"broadcasts{n}", *broadcasts(n)))
     return out
