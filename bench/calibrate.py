@@ -10,12 +10,12 @@ Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chai
 bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
 bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
 axes and over rows (a full reduction with a compute-heavy prologue, and its first stage), each
-from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA events, median), the kernels nvFuser runs
-(torch.profiler, their device time), and the cost model's prediction of the same fusion.
+from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA
+events, median), the kernels nvFuser runs (torch.profiler, their device time), and the cost
+model's prediction of the same fusion.
 
 The fit, per kernel kind of the cost model (pointwise, reduction, grid_reduction,
-normalization), of
-``launch + max(bytes / bandwidth, flops / throughput)`` against each kernel's device time,
+normalization), of ``launch + max(bytes / bandwidth, flops / throughput)`` against each kernel's device time,
 over the microbenchmarks whose predicted kernel count equals nvFuser's (see fit_kind);
 host_us is the median of (execute time - kernel time) over the launch-bound ones.
 """

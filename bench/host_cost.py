@@ -9,9 +9,8 @@ For each microbenchmark it records the steady-state time of one call (calls back
 (``time.perf_counter`` over calls issued back to back, not waited for), the kernels nvFuser ran
 and their device time (torch.profiler), and the features the fit uses. It then fits
 ``host_us = base + per_segment * segments + per_input * inputs + per_output * outputs
-+ per_op * ops + per_resize * resizes + per_grid * grid reductions + per_alias * alias outputs``
-by least squares
-(non-negative), and prints the fit and each row's error. (Grid reductions need tensors too
++ per_op * ops + per_resize * resizes + per_grid * grid reductions + per_alias * values the
+outputs view`` by least squares (non-negative), and prints the fit and each row's error. (Grid reductions need tensors too
 large for the host alone to show: those rows' steady and latency times may hold the kernels'.)
 
 ``--fit host.json`` refits recorded measurements without a GPU.
@@ -37,6 +36,7 @@ import numpy as np
 
 import eqsat
 from eqsat.ir.dtypes import DataType
+from eqsat.ir.layout import alias_output_sources
 
 F32 = DataType.Float
 FEATURES = ("segments", "inputs", "outputs", "ops", "resizes", "grids", "aliases")
@@ -148,7 +148,7 @@ def alias_outputs(n, rank=2):
 
 
 def broadcasts(n, rank=3):
-    """``n`` vectors broadcast and expanded to a rank-``rank`` tensor and added to it, as
+    """``n`` vectors broadcast to a rank-``rank`` tensor and added to it, as
     Thunder writes a bias or a norm's weight: ops that move no data, in one kernel."""
     def definition(fd):
         x = _tensor(fd, rank)
@@ -192,12 +192,12 @@ def microbenchmarks():
 def features(fusion, kernels: int, grids: int) -> dict:
     """What the fit reads: nvFuser's kernels, the grid reductions among them (the kernels of
     another library it launched beside them: each zeroes one grid reduction's semaphores),
-    and the definition's inputs, outputs, ops, resize ops and outputs that are reshapes (alias
-    segments, in these microbenchmarks)."""
+    and the definition's inputs, outputs, ops, resize ops and the values its outputs view (one
+    alias segment each, as the cost model counts them)."""
     ops = [n for n in fusion.nodes if not n.op.startswith("define_")]
     return {"segments": kernels, "inputs": len(fusion.inputs), "outputs": len(fusion.outputs),
             "ops": len(ops), "resizes": sum(n.op in ("slice", "pad", "cat") for n in ops), "grids": grids,
-            "aliases": sum(n.op == "reshape" and n.outputs[0] in {o.value for o in fusion.outputs} for n in ops)}
+            "aliases": len(alias_output_sources(fusion))}
 
 
 def host_only_us(fn, runs: int) -> float:
@@ -230,9 +230,9 @@ def measure(runs: int, frontend: str, save=None) -> list[dict]:
         call()
         # timed before the profile: torch.profiler's CUPTI slows launches after it (gpu_timing)
         steady, latency, host = throughput_us(call, runs), time_us(call, runs), host_only_us(call, runs)
-        runs_ = profile_kernels(call, repeats=5)
-        kernels, device = sum(k.is_nvfuser for k in runs_), sum(k.us for k in runs_)
-        row = {"name": name, **features(fusion, kernels, len(runs_) - kernels), "device_us": device,
+        launched = profile_kernels(call, repeats=5)
+        kernels, device = sum(k.is_nvfuser for k in launched), sum(k.us for k in launched)
+        row = {"name": name, **features(fusion, kernels, len(launched) - kernels), "device_us": device,
                "steady_us": steady, "latency_us": latency, "host_us": host}
         rows.append(row)
         if save:

@@ -390,10 +390,11 @@ class Segmenter:
         return [Segment("normalization" if back else self.reduction_kind(ms), ms, part_of, g)]
 
     def reduction_kind(self, ms) -> str:
-        """A reduction kernel whose reductions all leave one element (over every axis of what
-        they read: a full sum, an FP8 amax) of more than ``GRID_MIN`` is nvFuser's grid reduction, blocks combining
-        through global memory: ``grid_reduction``, its own constants in the profile (slower per
-        byte and per op than a reduction that keeps an axis: bench/calibrate.py)."""
+        """A reduction kernel whose reductions all leave one element of more than ``GRID_MIN``
+        (over every axis of what they read: a full sum, an FP8 amax) is nvFuser's grid
+        reduction, its blocks combining through global memory: ``grid_reduction``, with its own
+        constants in the profile (slower per byte and per op than a reduction that keeps an
+        axis: bench/calibrate.py)."""
         nodes, numel = self.nodes, self.model.numel
         reductions = [m for m in ms if nodes[m].op in REDUCING]
         if reductions and all(numel(nodes[m].labels) <= 1 and numel(self.model.space(nodes, m)) > GRID_MIN
@@ -450,8 +451,8 @@ class Segmenter:
         tail = [m for m in ms if m not in head and depends_on(nodes, m, reduced, ms_set)]
         if not tail or not feeding(nodes, tail, ms_set) - head - feeding(nodes, reductions, ms_set):
             return None
-        kept = set(tail)
-        return [m for m in ms if m not in kept], tail
+        epilogue = set(tail)
+        return [m for m in ms if m not in epilogue], tail
 
     def inner_outer_persistent(self, g, group: Group, part_of: dict, back: bool) -> list[Segment]:
         """Reductions along two disjoint label sets of one space: with something broadcast

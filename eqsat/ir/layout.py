@@ -188,7 +188,7 @@ def alias_output_sources(fusion: Any) -> set[int]:
         if out.alias_input is not None:
             continue
         value, node = out.value, producer.get(out.value)
-        if not _is_view(producer, node):
+        if not _is_view(producer, node):        # computed, or an input: nothing viewed
             continue
         while _is_view(producer, node):
             value = node.arg("arg").id
