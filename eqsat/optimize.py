@@ -16,7 +16,7 @@ from eqsat.cost.profile import load_profile
 from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.encode import encode
-from eqsat.egraph.saturate import Limits, Saturation, applicable, select_rules, session
+from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, select_rules
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
@@ -579,22 +579,25 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
     deadline = deadline or Deadline(None)
     began = time.perf_counter()
     enc = encode(fusion, concrete)
-    s = session()
-    s.eg.push()
-    try:
-        scope = s.fresh_scope()
-        inserted = s.insert(enc, scope, deadline.at)
-        encoded = time.perf_counter()
-        rewrite = limits is not None and not enc.skipped
-        sat = None
-        if inserted and not deadline.passed():       # analyses always run
-            sat = s.saturate(applicable(names, enc.graph) if rewrite else (), limits or Limits(),
-                             deadline.share(SATURATION_SHARE))
-        saturated = time.perf_counter()
-        cut = _cut_before_extraction(sat, deadline, encoded - began)
-        d = dump(s.eg) if cut is None else None
-    finally:
-        s.eg.pop()
+
+    def work(s):
+        s.eg.push()
+        try:
+            scope = s.fresh_scope()
+            inserted = s.insert(enc, scope, deadline.at)
+            encoded = time.perf_counter()
+            sat = None
+            if inserted and not deadline.passed():       # analyses always run
+                sat = s.saturate(applicable(names, enc.graph) if rewrite else (), limits or Limits(),
+                                 deadline.share(SATURATION_SHARE))
+            saturated = time.perf_counter()
+            cut = _cut_before_extraction(sat, deadline, encoded - began)
+            return scope, encoded, sat, saturated, cut, dump(s.eg) if cut is None else None
+        finally:
+            s.eg.pop()
+
+    rewrite = limits is not None and not enc.skipped
+    scope, encoded, sat, saturated, cut, d = in_session(work)
     phases = {"encode": encoded - began, "saturate": sat.seconds if sat else 0.0, "extract": 0.0}
     shown = sat if rewrite else None
     if cut is not None:

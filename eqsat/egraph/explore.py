@@ -13,7 +13,7 @@ from eqsat.ir.fusion import Fusion
 
 from .egglog_text import run_text, term_ref
 from .encode import Encoding, encode
-from .saturate import Limits, Saturation, select_rules, session
+from .saturate import Limits, Saturation, in_session, select_rules
 from .terms import REDUCTIONS, TermGraph, bits
 
 
@@ -83,16 +83,19 @@ def explore(definition: Any, *, contains: Sequence[Any] = (), rules: Iterable[st
     in the class of the matching output of ``definition``."""
     fusion = ingest(definition)
     enc = encode(fusion)
-    s = session()
     names = tuple(select_rules(rules, reassociate=reassociate))
-    s.eg.push()
-    try:
-        scope = s.fresh_scope()
-        s.insert(enc, scope)
-        sat = s.saturate(names, limits or Limits())
-        found = [_contains(s, enc, scope, ingest(t)) for t in contains]
-    finally:
-        s.eg.pop()
+    targets = [ingest(t) for t in contains]
+
+    def work(s):
+        s.eg.push()
+        try:
+            scope = s.fresh_scope()
+            s.insert(enc, scope)
+            return s.saturate(names, limits or Limits()), [_contains(s, enc, scope, t) for t in targets]
+        finally:
+            s.eg.pop()
+
+    sat, found = in_session(work)
     return Exploration(sat, enc, found)
 
 

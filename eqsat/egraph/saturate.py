@@ -1,20 +1,22 @@
 """Saturation: rulesets, a schedule, and limits that stop it cleanly.
 
-One prepared EGraph per thread holds every declaration and compiled ruleset (compiling them
-takes a fraction of a second, once); each fusion is worked on inside ``push``/``pop``. A run
-alternates one pass of the chosen rewrite rules with the analysis rules to saturation, and
-stops when nothing changes or at the first limit reached (iterations, e-nodes, wall time, a
-deadline given by the caller); the e-graph is valid at every stop. Where the deadline cuts
+One prepared EGraph, made once per process on a thread of its own (:func:`in_session`),
+holds every declaration and compiled ruleset (compiling them takes a fraction of a second);
+each fusion is worked on inside ``push``/``pop``. A run alternates one pass of the chosen
+rewrite rules with the analysis rules to saturation, and stops when nothing changes or at the
+first limit reached (iterations, e-nodes, wall time, a deadline given by the caller); the
+e-graph is valid at every stop. Where the deadline cuts
 the analyses themselves, some classes have none: extraction leaves those out.
 """
 from __future__ import annotations
 
-import ctypes
-import gc
+import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from concurrent.futures import Future
+from typing import Callable, Iterable, TypeVar
 
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
@@ -24,6 +26,8 @@ from .encode import Encoding
 from .registry import RULES
 from .terms import INDEXING, TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
+
+T = TypeVar("T")
 
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
 INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
@@ -84,7 +88,7 @@ def applicable(names: Iterable[str], graph: TermGraph) -> tuple[str, ...]:
 
 
 class Session:
-    """A prepared EGraph (one per thread: egglog's EGraph is not thread-safe)."""
+    """A prepared EGraph (one per process, used on its own thread: :func:`in_session`)."""
 
     def __init__(self):
         self.eg = EGraph()
@@ -230,39 +234,55 @@ def _count_matches(report, fired: dict[str, int]) -> None:
             fired[name] = fired.get(name, 0) + count
 
 
-class _SessionHolder:
-    """Holds one thread's Session. egglog's EGraph must be dropped on the thread that made it;
-    the holder is released when its thread ends (on that thread) and frees the Rust e-graph
-    there, before the garbage collector could free it on another thread."""
+class _SessionThread:
+    """The process's one e-graph thread: it makes the Session and runs every job on it.
+
+    egglog's Rust e-graph must be used and dropped on the thread that made it. Every copy of
+    its state that ``push``/``pop`` discards still points at it, and a copy left in a reference
+    cycle is freed by whichever thread's garbage collection finds it: with one e-graph per
+    thread, the last of these freed the e-graph of a thread that had ended on another thread,
+    an error. Here the e-graph lives as long as the process, held by this thread alone (a
+    daemon that never returns), so no collection anywhere drops the last reference to it.
+    Jobs run one at a time in the order asked (egglog keeps Python's lock while it works, so
+    threads of its own would not run side by side either)."""
 
     def __init__(self):
-        self.session = Session()
-        self.thread = threading.get_ident()
+        self.pid = os.getpid()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="eqsat-egraph", daemon=True)
+        self.thread.start()
 
-    def __del__(self):
-        if threading.get_ident() != self.thread:
-            # released elsewhere (the locals of a thread Python did not start, e.g. autograd's,
-            # are freed at exit from the main thread): egglog cannot free an e-graph off its
-            # thread and would report it as an error, so the session is leaked on purpose
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.session))
-            self.session = None
-            return
-        # egglog's Rust e-graph is held by one EGraphState only: dropped from it here it is freed
-        # at once, on this thread, whatever cycles the Python objects around it are in (a
-        # garbage collection on another thread, automatic or a holder's, could free it there)
-        state = getattr(getattr(self.session, "eg", None), "_state", None)
-        if state is not None and hasattr(state, "egraph"):
-            state.egraph = None
-        self.session = None
-        gc.collect()
+    def _serve(self) -> None:
+        s = None
+        while True:
+            job, done = self.jobs.get()
+            if done.set_running_or_notify_cancel():
+                try:
+                    if s is None:
+                        s = Session()
+                    done.set_result(job(s))
+                except BaseException as e:          # the asking thread raises it
+                    done.set_exception(e)
+            job = done = None                       # nothing of a finished job held here
+
+    def run(self, job: Callable[[Session], T]) -> T:
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("a session job asked for the session again: run it inside the job")
+        done: Future = Future()
+        self.jobs.put((job, done))
+        return done.result()
 
 
-_local = threading.local()
+_thread_lock = threading.Lock()
+_thread: _SessionThread | None = None
 
 
-def session() -> Session:
-    holder = getattr(_local, "holder", None)
-    if holder is None:
-        holder = _local.holder = _SessionHolder()
-    return holder.session
-
+def in_session(job: Callable[[Session], T]) -> T:
+    """``job(session)``, run on the e-graph thread (:class:`_SessionThread`); its result, or
+    its exception raised here. A job pushes the e-graph before its work and pops it after."""
+    global _thread
+    with _thread_lock:
+        if _thread is None or _thread.pid != os.getpid():     # none yet, or a forked child
+            _thread = _SessionThread()
+        worker = _thread
+    return worker.run(job)
