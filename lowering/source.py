@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from eqsat.ir.fusion import Fusion
-from eqsat.ir.opspec import OPS
+from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPS
 from eqsat.ir.printing import literal
 from eqsat.ir.replay import replay
 
@@ -57,9 +57,9 @@ class _WriterOps:
 
     def __getattr__(self, name: str):
         spec = OPS.get(name)
-        kinds = spec.outputs if spec else ("T",)
 
         def op(*args, **kwargs):
+            kinds = spec.outputs if spec else ("T",) * (OPAQUE_OUTPUTS.get() or 1)
             return self._w.call(f"fd.ops.{name}", args, kwargs, kinds)
         return op
 

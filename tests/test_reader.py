@@ -169,3 +169,29 @@ def test_the_reader_drives_a_frontend_laid_out_as_nvfuser_direct():
     define_on(repro, FusionDefinition(), DataType)
     assert [c[0] for c in calls] == ["define_tensor", "mul", "add_output"]
     assert calls[0][1] == "the frontend's Float" and calls[1][2] == 2.0
+
+
+def test_an_op_eqsat_does_not_model_keeps_the_outputs_the_file_unpacks_it_into():
+    """An op the table lacks (a future nvFuser op) is opaque: read from a file it has as many
+    outputs as the names its call is unpacked into, the rest of the fusion is still optimized,
+    and the optimized definition writes the call back with all of them."""
+    text = HEADER + textwrap.dedent('''\
+        def nvfuser_fusion(fd : FusionDefinition) -> None :
+            tv0 = fd.define_tensor(shape=[16, 128], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
+            tv1 = fd.ops.exp(tv0)
+            tv2, tv3, tv4 = fd.ops.some_future_op(fd.ops.neg(tv1), 4, dim=1)
+            tv5 = fd.ops.mul(tv0, 2.0)
+            tv6 = fd.ops.sum(fd.ops.mul(tv5, 3.0), dims=[1], keepdim=False, dtype=DataType.Null)
+            fd.add_output(tv3)
+            fd.add_output(tv4)
+            fd.add_output(tv6)
+        ''') + "\ninputs = [torch.randn(16, 128)]\n"
+    fusion = eqsat.from_source(text).fusion
+    (node,) = [n for n in fusion.nodes if n.opaque]
+    assert node.op == "some_future_op" and len(node.outputs) == 3
+    assert [n.op for n in fusion.nodes if n.line == node.line] == ["neg", "some_future_op"]
+    opt = eqsat.optimize_fusion(fusion, [torch.randn(16, 128, device="meta")], min_gain=0)
+    again = eqsat.from_source(HEADER + opt.source + "\ninputs = [torch.randn(16, 128)]\n").fusion
+    (node,) = [n for n in again.nodes if n.opaque]
+    assert len(node.outputs) == 3 and len(again.outputs) == 3
+    assert again.outputs[0].value == node.outputs[1] and again.outputs[1].value == node.outputs[2]

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
+from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
 from .recorder import SOURCE_LINE
 
@@ -108,6 +109,7 @@ class Reader:
         self.filename = filename
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
+        self._unpacking: int | None = None       # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
     def refuse(self, node: ast.AST, what: str) -> OutsideLanguage:
@@ -135,6 +137,9 @@ class Reader:
         """A definition function's statements."""
         for stmt in body:
             if isinstance(stmt, ast.Assign):
+                target = stmt.targets[0] if len(stmt.targets) == 1 else None
+                if isinstance(target, (ast.Tuple, ast.List)) and isinstance(stmt.value, ast.Call):
+                    self._unpacking = len(target.elts)
                 self.assign(stmt, self.eval(stmt.value))
             elif isinstance(stmt, ast.Expr):
                 if not isinstance(stmt.value, ast.Constant):          # a docstring is skipped
@@ -235,6 +240,7 @@ class Reader:
         raise self.refuse(node, f"the attribute .{name} of a {type(base).__name__}")
 
     def _Call(self, node):
+        unpacking, self._unpacking = self._unpacking, None      # this call's, not its arguments'
         fn = self.eval(node.func)
         args = []
         for a in node.args:
@@ -249,7 +255,11 @@ class Reader:
             kwargs[k.arg] = self.eval(k.value)
         if not (fn in BUILTINS.values() or getattr(fn, "_eqsat_allowed", False) or _is_definition_call(fn)):
             raise self.refuse(node, f"a call of {ast.unparse(node.func)[:60]}")
-        return self._guarded(node, fn, *args, **kwargs)
+        token = OPAQUE_OUTPUTS.set(unpacking)
+        try:
+            return self._guarded(node, fn, *args, **kwargs)
+        finally:
+            OPAQUE_OUTPUTS.reset(token)
 
     def _guarded(self, node, fn, *args, **kwargs):
         token = SOURCE_LINE.set(node.lineno)

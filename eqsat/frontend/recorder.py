@@ -26,7 +26,7 @@ from eqsat.ir.axes import AxisInference, TensorType
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import SCALAR, TENSOR, VECTOR, Fusion, Node, Output, Ref, freeze
 from eqsat.ir.operators import Operators
-from eqsat.ir.opspec import OPERANDS, OPS, OpSpec, bind_call
+from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, OpSpec, bind_call
 from eqsat.reference.torch_executor import run_fusion
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -99,7 +99,8 @@ _HANDLES = {TENSOR: Tensor, SCALAR: Scalar, VECTOR: Vector}
 
 
 class _Ops:
-    """``fd.ops``: every attribute is an op; unknown names record opaque nodes."""
+    """``fd.ops``: every attribute is an op; unknown names record opaque nodes (of one tensor
+    output, or, read from a file, of as many as the names the call is unpacked into)."""
 
     def __init__(self, fd: "FusionDefinition"):
         self._fd = fd
@@ -212,7 +213,9 @@ class FusionDefinition:
         if spec is None:
             bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + \
                 tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
-            return self._emit(name, bound, (TENSOR,), line, opaque=True)[0]
+            count = OPAQUE_OUTPUTS.get()
+            outs = self._emit(name, bound, (TENSOR,) * (count or 1), line, opaque=True)
+            return tuple(outs) if count else outs[0]
         bound = self._bind(spec, args, kwargs, label, line)
         for key in OPERANDS.intersection(bound):
             if isinstance(bound[key], bool):     # nvfuser_direct reads a Python bool operand as an Int

@@ -7,6 +7,7 @@ nvFuser's own printer writes them).
 """
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 from .dtypes import DataType
@@ -32,6 +33,11 @@ class OpSpec:
 
 
 OPS: dict[str, OpSpec] = {}
+
+# How many tensors the op call being made returns where the table does not say (an op eqsat
+# does not model): set by the reader to the names a file unpacks the call into, and by a
+# replay to the node's outputs; None is one.
+OPAQUE_OUTPUTS: contextvars.ContextVar[int | None] = contextvars.ContextVar("OPAQUE_OUTPUTS", default=None)
 
 
 def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,)):
@@ -99,7 +105,7 @@ def signature(spec: OpSpec) -> str:
     parts = []
     for p in spec.params:
         d = spec.default(p)
-        parts.append(p if d is _REQUIRED else f"{p}={'DataType.' + d if isinstance(d, str) else d!r}")
+        parts.append(p if d is _REQUIRED else f"{p}=DataType.{d}" if isinstance(d, str) else f"{p}={d!r}")
     return f"fd.ops.{spec.name}({', '.join(parts)})"
 
 

@@ -8,7 +8,7 @@ from eqsat.errors import FusionError
 
 from .dtypes import of_number
 from .fusion import Fusion, Node, Ref
-from .opspec import OPERANDS, OPS, call_form
+from .opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, call_form
 
 
 def _resolve(value: Any, env) -> Any:
@@ -112,7 +112,11 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
             elif name.startswith("define_"):
                 result = getattr(fd, name)(*args, **kwargs)
             else:
-                result = getattr(fd.ops, name)(*args, **kwargs)
+                token = OPAQUE_OUTPUTS.set(len(node.outputs) if node.opaque and len(node.outputs) > 1 else None)
+                try:
+                    result = getattr(fd.ops, name)(*args, **kwargs)
+                finally:
+                    OPAQUE_OUTPUTS.reset(token)
             results = list(result) if len(node.outputs) > 1 else [result]
             if len(results) != len(node.outputs):
                 raise FusionError(f"gave {len(results)} results; the definition has {len(node.outputs)}")
