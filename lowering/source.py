@@ -59,7 +59,8 @@ class _WriterOps:
         spec = OPS.get(name)
 
         def op(*args, **kwargs):
-            kinds = spec.outputs if spec else ("T",) * (OPAQUE_OUTPUTS.get() or 1)
+            opaque = OPAQUE_OUTPUTS.get()          # set for an opaque node of several outputs
+            kinds = ("T",) * opaque if opaque else spec.outputs if spec else ("T",)
             return self._w.call(f"fd.ops.{name}", args, kwargs, kinds)
         return op
 

@@ -47,7 +47,8 @@ from .kernel_graph import KernelGraph
 from .walks import consumers_of, depends_on, downstream, feeding, labels_of, upstream_within
 
 # kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
-BARRIERS = frozenset({"matmul", "linear", "segment_set", "opaque"})
+BARRIERS = frozenset({"matmul", "linear", "segment_set", "opaque", "topk", "argsort", "cumsum",
+                      "cumprod", "cummin", "cummax", "scatter", "embedding_fwd", "grouped_mm"})
 # reductions: the e-graph's, and welford (kept verbatim: its outputs link to its input, and its
 # attrs are the reduced labels, as a reduction term's are)
 REDUCING = REDUCTIONS | {"Kept:welford"}

@@ -210,6 +210,8 @@ class FusionDefinition:
         label = f"fd.ops.{name}"
         self._check_open(label, line)
         spec = OPS.get(name)
+        if spec is not None and spec.more_is_opaque and (len(args) > len(spec.params) or set(kwargs) - set(spec.params)):
+            spec = None
         if spec is None:
             bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + \
                 tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
@@ -410,7 +412,8 @@ def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> d
                 args["dims"] = dim_list(args["dims"], rank)
     if "keepdim" in args:
         args["keepdim"] = bool(args["keepdim"])
-    for flag in ("squeeze_expanded", "manual_padding", "manual_normalization"):
+    for flag in ("squeeze_expanded", "manual_padding", "manual_normalization", "largest", "sorted",
+                 "descending", "stable"):
         if flag in args:
             args[flag] = bool(args[flag])
     if cat == "permute":
@@ -419,9 +422,10 @@ def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> d
         rank = rank_of(args["arg"])
         if rank is not None:
             args["dim"] = one_dim(args["dim"], rank)
-    if cat in ("gather", "index_select"):
+    if cat in ("gather", "index_select", "topk", "argsort", "scan", "scatter"):
         rank = rank_of(args["arg"])
-        if rank is not None:
+        # nvFuser sorts a rank-0 tensor as it is (a topk of itself, an argsort of 0)
+        if rank is not None and not (rank == 0 and cat in ("topk", "argsort")):
             args["dim"] = one_dim(args["dim"], rank)
     if cat == "cat":
         tensors = args["tensors"]

@@ -715,6 +715,87 @@ class AxisInference:
             if a.rank > 2 or b.rank > 2 else ()
         return TensorType(a.dtype, tuple(batch) + a.dims[-2:-1] + b.dims[-1:])
 
+    # -- ops kept as they are: sorts, scans, scatter, embedding, grouped matmul ------------------
+    def _computed_along(self, t: TensorType) -> tuple[Dim, ...]:
+        """``t``'s axes for a result computed along them (a sort, a scan): none broadcast but
+        extent-1 ones."""
+        return tuple(d if self.is_unit(d) else Dim(d.label, False) for d in t.dims)
+
+    def _index(self, value, what: str = "index") -> TensorType:
+        idx = self.tensor(value, what)
+        if idx.dtype not in dt.INT_TYPES:
+            self.fail(f"{what} must be an integer tensor, got {idx.dtype.name}")
+        return idx
+
+    def _cat_topk(self, node, arg, k, dim, largest, sorted):
+        """(values, indices): the input's dims with ``dim`` of extent ``k``; indices are Int.
+        A rank-0 input is its own top element, at index 0 (nvFuser 0.2.35, arith.cpp topk)."""
+        t, kt = self.tensor(arg), self.t(k)
+        if not isinstance(kt, ScalarType) or kt.dtype not in dt.INT_TYPES or isinstance(k, bool):
+            self.fail(f"k must be an Int scalar, got {k!r}")
+        if t.rank == 0:
+            return [t, TensorType(DataType.Int, ())]
+        extent = self.extent(t.dims[dim].label)
+        if kt.const is not None and (kt.const < 0 or extent is not None and kt.const > extent):
+            self.fail(f"k = {kt.const} is outside 0..{extent}, the extent of dim {dim}")
+        dims = list(self._computed_along(t))
+        dims[dim] = self._fresh(kt.const)
+        return [TensorType(t.dtype, tuple(dims)), TensorType(DataType.Int, tuple(dims))]
+
+    def _cat_argsort(self, node, arg, dim, descending, stable):
+        return TensorType(DataType.Int, self._computed_along(self.tensor(arg)))
+
+    def _cat_scan(self, node, arg, dim, init):
+        """cumsum, cumprod, cummin, cummax: the input's dtype (no promotion, nvFuser's
+        arith.cpp scan) and shape. nvFuser's printer never writes ``init``; eqsat models
+        scans from the op's identity only."""
+        if init is not None:
+            self.fail("a scan with an init value is not modelled by eqsat; leave init out")
+        t = self.tensor(arg)
+        return TensorType(t.dtype, self._computed_along(t))
+
+    def _cat_scatter(self, node, arg, index, src, dim):
+        """torch.scatter out of place: ``arg`` with ``src`` (a tensor of ``index``'s rank, or a
+        scalar) written where ``index`` points along ``dim``."""
+        t, idx = self.tensor(arg), self._index(index)
+        srct = self.t(src)
+        if idx.rank != t.rank or isinstance(srct, TensorType) and srct.rank != t.rank:
+            self.fail(f"index and src must have the input's rank {t.rank}")
+        return TensorType(t.dtype, self._computed_along(t))
+
+    def _cat_embedding(self, node, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse):
+        """F.embedding: ``weight``'s rows (a [V, D] weight) picked by ``input``: input's dims,
+        then D, in the weight's dtype."""
+        idx, w = self._index(input, "input"), self.tensor(weight, "weight")
+        if w.rank != 2 or idx.rank < 1:
+            self.fail(f"embedding_fwd takes an index of rank 1 or more and a weight of rank 2, got "
+                      f"ranks {idx.rank} and {w.rank}")
+        return TensorType(w.dtype, self._computed_along(idx) + (Dim(w.dims[1].label, False),))
+
+    def _cat_grouped_mm(self, node, arg1, arg2, offsets):
+        """Matmuls of groups that ``offsets`` (1-D, Int32, each group's end) cut along one
+        axis (nvFuser 0.2.35, ops/arith.cpp grouped_mm): [m, k] x [k, n] cut along k gives
+        [g, m, n]; [g, m, k] x [k, n] cut along n and [m, k] x [g, k, n] cut along m give
+        [m, n]. The dtype is the first operand's."""
+        a, b, off = self.tensor(arg1), self.tensor(arg2), self._index(offsets, "offsets")
+        if off.rank != 1:
+            self.fail(f"offsets must be 1-D, got rank {off.rank}")
+        (g,) = off.dims
+        if (a.rank, b.rank) == (2, 2):
+            self.combine([TensorType(a.dtype, a.dims[1:]), TensorType(b.dtype, b.dims[:1])])
+            dims = (Dim(g.label, False), a.dims[0], b.dims[1])
+        elif (a.rank, b.rank) == (3, 2):
+            self.combine([TensorType(a.dtype, a.dims[2:]), TensorType(b.dtype, b.dims[:1])])
+            self.union(a.dims[0].label, g.label)
+            dims = (a.dims[1], b.dims[1])
+        elif (a.rank, b.rank) == (2, 3):
+            self.combine([TensorType(a.dtype, a.dims[1:]), TensorType(b.dtype, b.dims[1:2])])
+            self.union(b.dims[0].label, g.label)
+            dims = (a.dims[0], b.dims[2])
+        else:
+            self.fail(f"grouped_mm takes operands of ranks (2, 2), (3, 2) or (2, 3), got ({a.rank}, {b.rank})")
+        return TensorType(a.dtype, tuple(Dim(d.label, False) for d in dims))
+
     # -- canonical result --------------------------------------------------------------------
     def canonical(self) -> "Types":
         """Labels replaced by their class representative, renumbered in order of appearance."""

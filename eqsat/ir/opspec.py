@@ -24,6 +24,9 @@ class OpSpec:
     defaults: tuple[tuple[str, object], ...] = ()
     positional: int = 1           # how many leading parameters are passed by position
     outputs: tuple[str, ...] = (TENSOR,)
+    # a call with arguments past ``params`` (a form of the op eqsat does not model) records
+    # an opaque node instead of failing
+    more_is_opaque: bool = False
 
     def default(self, param: str):
         return dict(self.defaults).get(param, _REQUIRED)
@@ -40,10 +43,10 @@ OPS: dict[str, OpSpec] = {}
 OPAQUE_OUTPUTS: contextvars.ContextVar[int | None] = contextvars.ContextVar("OPAQUE_OUTPUTS", default=None)
 
 
-def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,)):
+def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,), more_is_opaque=False):
     for name in names.split():
         OPS[name] = OpSpec(name, category, tuple(params.split()), tuple(defaults), positional,
-                           outputs)
+                           outputs, more_is_opaque)
 
 
 UNARY_FLOAT = ("exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal tanh sigmoid sin cos tan "
@@ -92,13 +95,25 @@ _add("gather", "gather take_along_axis", "arg index dim", positional=2)
 _add("index_select", "index_select", "arg index dim", positional=2)
 _add("linear", "linear", "arg1 arg2 bias", (("bias", None),), positional=3)
 _add("matmul", "matmul", "arg1 arg2", positional=2)
+# ops kept as they are, each its own segment in the cost model (eqsat.cost.segmenter.BARRIERS),
+# with nvfuser_direct's parameters (python/python_direct/ops.cpp, nvFuser 0.2.35 and 0.2.36)
+_add("topk", "topk", "arg k dim largest sorted", (("dim", -1), ("largest", True), ("sorted", False)),
+     positional=2, outputs=(TENSOR, TENSOR))
+_add("argsort", "argsort", "arg dim descending stable", (("descending", False), ("stable", False)))
+_add("scan", "cumsum cumprod cummin cummax", "arg dim init", (("init", None),))
+_add("scatter", "scatter", "arg index src dim", positional=3)
+_add("embedding", "embedding_fwd", "input weight padding_idx max_norm norm_type scale_grad_by_freq sparse",
+     (("padding_idx", None), ("max_norm", None), ("norm_type", None), ("scale_grad_by_freq", None),
+      ("sparse", None)), positional=2)
+# the plain form; the scaled one (scales, alpha, bias, beta, dtype, block scales) is opaque
+_add("grouped_mm", "grouped_mm", "arg1 arg2 offsets", positional=3, more_is_opaque=True)
 
 
 # Parameters that take a value (a tensor or a scalar) rather than an attribute (dims, flags):
 # where a Python number stands there, nvfuser_direct makes it a constant scalar, and the
 # classic frontend needs it defined first (``fd.define_scalar``).
 OPERANDS = frozenset("arg arg1 arg2 pred min max start end weight value fill_value length step "
-                     "rng_seed rng_offset".split())
+                     "rng_seed rng_offset k src padding_idx max_norm norm_type".split())
 
 
 def signature(spec: OpSpec) -> str:

@@ -396,6 +396,60 @@ class TorchOps:
     def _cat_matmul(self, name, arg1, arg2):
         return torch.matmul(arg1, arg2)
 
+    # -- ops kept as they are: sorts, scans, scatter, embedding, grouped matmul ------------------
+    def _cat_topk(self, name, arg, k, dim, largest, sorted):
+        """Sorted whatever ``sorted`` says: nvFuser's kernel always sorts (runtime/topk.cu),
+        and sorted values are a valid answer either way."""
+        if arg.dim() == 0:
+            return arg.clone(), torch.zeros((), dtype=torch.int64, device=arg.device)
+        return tuple(torch.topk(arg, int(k), dim=dim, largest=largest, sorted=True))
+
+    def _cat_argsort(self, name, arg, dim, descending, stable):
+        """Stable: nvFuser sorts by a radix sort (runtime/argsort.cu), which is."""
+        if arg.dim() == 0:
+            return torch.zeros((), dtype=torch.int64, device=arg.device)
+        return torch.argsort(arg, dim=dim, descending=descending, stable=True)
+
+    def _cat_scan(self, name, arg, dim, init):
+        """In the input's dtype, as nvFuser's expression evaluator runs it (at::cumsum, cast
+        back: an Int32 scan stays Int32)."""
+        if name in ("cummin", "cummax"):
+            return getattr(torch, name)(arg, dim).values
+        return getattr(torch, name)(arg, dim).to(arg.dtype)
+
+    def _cat_scatter(self, name, arg, index, src, dim):
+        if isinstance(src, torch.Tensor):
+            return torch.scatter(arg, dim, index.long(), src.to(arg.dtype))
+        return torch.scatter(arg, dim, index.long(), src)
+
+    def _cat_embedding(self, name, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse):
+        """F.embedding, as nvFuser runs it; with ``max_norm`` on a copy of the weight (torch
+        renormalizes the rows it reads in place)."""
+        return F.embedding(input.long(), weight if max_norm is None else weight.clone(),
+                           None if padding_idx is None else int(padding_idx), max_norm,
+                           2.0 if norm_type is None else float(norm_type), bool(scale_grad_by_freq),
+                           bool(sparse))
+
+    def _cat_grouped_mm(self, name, arg1, arg2, offsets):
+        """Each group's matmul in float (the GPU's accumulation), cast to the first operand's
+        dtype; ``offsets`` are the groups' ends; what no group covers is 0."""
+        ends = [int(e) for e in offsets.tolist()]
+        groups = list(zip([0] + ends[:-1], ends))
+        a, b = arg1.float(), arg2.float()
+        if arg1.dim() == 2 and arg2.dim() == 2:
+            out = torch.zeros(len(groups), a.shape[0], b.shape[1], device=a.device)
+            for i, (s, e) in enumerate(groups):
+                out[i] = a[:, s:e] @ b[s:e]
+        elif arg1.dim() == 3:
+            out = torch.zeros(a.shape[1], b.shape[1], device=a.device)
+            for i, (s, e) in enumerate(groups):
+                out[:, s:e] = a[i] @ b[:, s:e]
+        else:
+            out = torch.zeros(a.shape[0], b.shape[2], device=a.device)
+            for i, (s, e) in enumerate(groups):
+                out[s:e] = a[s:e] @ b[i]
+        return out.to(arg1.dtype)
+
 
 def combine_padded(padded: list[torch.Tensor]) -> torch.Tensor:
     """``cat(..., manual_padding=True)`` as nvFuser's kernel computes it: the padded inputs,
