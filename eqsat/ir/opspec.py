@@ -116,6 +116,11 @@ OPERANDS = frozenset("arg arg1 arg2 pred min max start end weight value fill_val
                      "rng_seed rng_offset k src padding_idx max_norm norm_type".split())
 
 
+# Parameters that nvfuser_direct binds as ``Val*`` alone (no overload takes a Python number,
+# as its arithmetic ops' ``ScalarVariant`` does): a number there is defined as a scalar first.
+VAL_ONLY = frozenset("k src padding_idx max_norm norm_type scale_grad_by_freq sparse".split())
+
+
 def signature(spec: OpSpec) -> str:
     parts = []
     for p in spec.params:

@@ -8,7 +8,7 @@ from eqsat.errors import FusionError
 
 from .dtypes import of_number
 from .fusion import Fusion, Node, Ref
-from .opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, call_form
+from .opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, VAL_ONLY, call_form
 
 
 def _resolve(value: Any, env) -> Any:
@@ -41,17 +41,20 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, complex))
 
 
-def _for_classic(node: Node, fd: Any, scalars: dict[int, Any]) -> Node:
-    """``node`` as the classic frontend takes it: each Python number in an operand place
-    replaced by a scalar defined on ``fd`` first (its ops take no numbers), put in
-    ``scalars`` under a negative id; an empty ``stride_order`` (a row-major copy) as ``set``."""
-    if node.opaque or node.op.startswith("define_"):
+def _for_frontend(node: Node, fd: Any, scalars: dict[int, Any], style: str | None) -> Node:
+    """``node`` as ``style``'s frontend takes it: each Python number in an operand place
+    (classic: its ops take no numbers) or in a place nvfuser_direct binds as a Val alone
+    (``VAL_ONLY``: topk's k, scatter's scalar src) replaced by a scalar defined on ``fd``
+    first, put in ``scalars`` under a negative id; for classic, an empty ``stride_order`` (a
+    row-major copy) as ``set``."""
+    if node.opaque or node.op.startswith("define_") or style is None:
         return node
-    if node.op == "stride_order" and not node.arg("stride_order"):
+    if style == "classic" and node.op == "stride_order" and not node.arg("stride_order"):
         return Node("set", (("arg", node.arg("arg")),), node.outputs, node.kinds, line=node.line)
+    places = OPERANDS | VAL_ONLY if style == "classic" else VAL_ONLY
     changes = {}
     for k, v in node.args:
-        if k in OPERANDS and is_number(v):
+        if k in places and is_number(v):
             key = -1 - len(scalars)      # below every value id of the fusion
             scalars[key] = fd.define_scalar(v, dtype=of_number(v))
             changes[k] = Ref(key)
@@ -87,7 +90,8 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
 
     ``style`` adapts the calls to one of nvFuser's frontends where the two differ:
     ``"direct"`` passes ``define_vector`` values as python lists of their entries
-    (nvfuser_direct has no ``define_vector(list)``); ``"classic"`` defines each Python number
+    (nvfuser_direct has no ``define_vector(list)``) and defines the numbers it takes only as
+    scalars (``opspec.VAL_ONLY``); ``"classic"`` defines each Python number
     that stands as an operand (``mul(t, 2.0)``) with ``fd.define_scalar`` first and makes an
     empty ``stride_order`` a ``set`` (the classic frontend takes neither). ``on_node(node,
     results)`` sees (and may replace) each node's results. A call that fails raises
@@ -99,7 +103,7 @@ def replay(fusion: Fusion, fd: Any, *, style: str | None = None,
     last_use = _last_uses(fusion)
     for i, node in enumerate(fusion.nodes):
         scalars: dict[int, Any] = {}
-        call_node = _for_classic(node, fd, scalars) if style == "classic" else node
+        call_node = _for_frontend(node, fd, scalars, style)
         name, args, kwargs = node_call(call_node)
         values = ChainMap(scalars, env) if scalars else env
         args, kwargs = _resolve(tuple(args), values), {k: _resolve(v, values) for k, v in kwargs.items()}
