@@ -275,12 +275,22 @@ class _Builder:
         self.add(self.fd.ops.max(a, dims=list(range(len(y.dims)))), (), "amax")
 
     def boundary(self, v: Value):
-        if self.ch.int(0, 1) and v.dims:
+        """An op the e-graph keeps as it is: a reshape, a segment_set, or a scan (cumsum or
+        cummax) along one of the value's axes."""
+        kind = self.ch.int(0, 2) if v.dims else 1
+        if kind == 2 and (v.ref.dtype is DataType.Bool or None in v.dims):
+            kind = 1    # a scan of bools has no torch counterpart of its dtype; keepdim dims: none
+        if kind == 0:
             v = self.plain(v)
             out = self.fd.ops.reshape(v.ref, new_shape=[self.sizes[d] for d in v.dims])
             self.add(out, v.dims, "reshape")
-        else:
+        elif kind == 1:
             self.add(self.fd.ops.segment_set(v.ref), v.dims, "segment_set")
+        else:
+            v = self.plain(v)
+            scan = self.ch.pick(["cumsum", "cummax"])
+            out = getattr(self.fd.ops, scan)(v.ref, dim=self.ch.int(0, len(v.dims) - 1))
+            self.add(out, v.dims, scan)
 
 
 def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
