@@ -5,8 +5,8 @@ holds every declaration and compiled ruleset (compiling them takes a fraction of
 each fusion is worked on inside ``push``/``pop``. A run alternates one pass of the chosen
 rewrite rules with the analysis rules to saturation, and stops when nothing changes or at the
 first limit reached (iterations, e-nodes, wall time, a deadline given by the caller); the
-e-graph is valid at every stop. Where the deadline cuts
-the analyses themselves, some classes have none: extraction leaves those out.
+e-graph is valid at every stop. Where the deadline cuts the analyses themselves, some classes
+have none: extraction leaves those out.
 """
 from __future__ import annotations
 

@@ -209,13 +209,13 @@ class FusionDefinition:
         line = caller_line()
         label = f"fd.ops.{name}"
         self._check_open(label, line)
-        spec = OPS.get(name)
-        if spec is not None and spec.more_is_opaque and (len(args) > len(spec.params) or set(kwargs) - set(spec.params)):
-            spec = None
+        spec, count = OPS.get(name), OPAQUE_OUTPUTS.get()
+        if spec is not None and spec.more_is_opaque and (len(args) > len(spec.params)
+                                                         or set(kwargs) - set(spec.params)):
+            spec, count = None, count or spec.more_is_opaque
         if spec is None:
             bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + \
                 tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
-            count = OPAQUE_OUTPUTS.get()
             outs = self._emit(name, bound, (TENSOR,) * (count or 1), line, opaque=True)
             return tuple(outs) if count else outs[0]
         bound = self._bind(spec, args, kwargs, label, line)

@@ -24,9 +24,9 @@ class OpSpec:
     defaults: tuple[tuple[str, object], ...] = ()
     positional: int = 1           # how many leading parameters are passed by position
     outputs: tuple[str, ...] = (TENSOR,)
-    # a call with arguments past ``params`` (a form of the op eqsat does not model) records
-    # an opaque node instead of failing
-    more_is_opaque: bool = False
+    # > 0: a call with arguments past ``params`` (a form of the op eqsat does not model)
+    # records an opaque node of this many outputs instead of failing
+    more_is_opaque: int = 0
 
     def default(self, param: str):
         return dict(self.defaults).get(param, _REQUIRED)
@@ -43,7 +43,7 @@ OPS: dict[str, OpSpec] = {}
 OPAQUE_OUTPUTS: contextvars.ContextVar[int | None] = contextvars.ContextVar("OPAQUE_OUTPUTS", default=None)
 
 
-def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,), more_is_opaque=False):
+def _add(category, names, params, defaults=(), positional=1, outputs=(TENSOR,), more_is_opaque=0):
     for name in names.split():
         OPS[name] = OpSpec(name, category, tuple(params.split()), tuple(defaults), positional,
                            outputs, more_is_opaque)
@@ -105,8 +105,9 @@ _add("scatter", "scatter", "arg index src dim", positional=3)
 _add("embedding", "embedding_fwd", "input weight padding_idx max_norm norm_type scale_grad_by_freq sparse",
      (("padding_idx", None), ("max_norm", None), ("norm_type", None), ("scale_grad_by_freq", None),
       ("sparse", None)), positional=2)
-# the plain form; the scaled one (scales, alpha, bias, beta, dtype, block scales) is opaque
-_add("grouped_mm", "grouped_mm", "arg1 arg2 offsets", positional=3, more_is_opaque=True)
+# the plain form; the scaled one (scales, alpha, bias, beta, dtype, block scales) is opaque, and
+# returns (out, block scales or None, gamma or None)
+_add("grouped_mm", "grouped_mm", "arg1 arg2 offsets", positional=3, more_is_opaque=3)
 
 
 # Parameters that take a value (a tensor or a scalar) rather than an attribute (dims, flags):
