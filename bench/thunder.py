@@ -17,7 +17,9 @@ A step is forward + backward + zero_grad(set_to_none). Per (model, variant): ``f
 (the first step, compilation and eqsat included, wall clock), ``steady_ms`` (the median step at
 steady state: CUDA events around each, steps issued back to back after warm-up,
 ``eqsat.verification.timing.throughput_us``), the loss and whether it is within 2% (bf16) of
-eager's, ``latency_ms`` (one step alone), ``device_ms`` / ``nvfuser_ms`` (the kernels of one
+eager's, the first step's gradients against eager's (``grad_deviation``: the largest
+difference of a parameter's gradient norm or of its dot with a fixed +-1 pattern, relative to
+eager's norm; ``grads_ok`` within 5%), ``latency_ms`` (one step alone), ``device_ms`` / ``nvfuser_ms`` (the kernels of one
 step alone, all and nvFuser's, from torch.profiler), and for Thunder + eqsat the per-region
 report (rewritten, fell back, each region's record) and ``eqsat_s``, eqsat's own time over all
 regions. The first step of Thunder + eqsat runs after Thunder alone's, whose nvFuser kernels may
@@ -50,6 +52,7 @@ from eqsat.testing.thunder_models import RMSNorm  # noqa: E402
 from eqsat.verification.timing import throughput_us, time_us  # noqa: E402
 
 LOSS_RTOL = 2e-2
+GRAD_RTOL = 5e-2        # of each parameter's gradient norm (bf16 steps, reduced in other orders)
 VARIANTS = ("eager", "torch.compile", "Thunder", "Thunder+eqsat")
 FP8_MAX = 448.0
 
@@ -166,6 +169,34 @@ def free() -> None:
     torch.cuda.empty_cache()
 
 
+def grad_fingerprint(model) -> list[float]:
+    """Per parameter, in order: its gradient's norm and its dot with a fixed pattern of +-1
+    (seeded by the parameter's position), so that two variants' gradients are compared
+    without keeping them (a parameter without a gradient gives zeros)."""
+    out = []
+    for i, p in enumerate(model.parameters()):
+        if p.grad is None:
+            out += [0.0, 0.0]
+            continue
+        g = p.grad.detach().float().flatten()
+        gen = torch.Generator(device=g.device).manual_seed(i)
+        signs = torch.randint(0, 2, g.shape, generator=gen, device=g.device).float() * 2 - 1
+        out += [float(g.norm()), float(g @ signs)]
+    return out
+
+
+def grad_deviation(got: list[float], want: list[float]) -> float:
+    """The largest difference of two fingerprints' entries, relative to the parameter's
+    gradient norm in ``want`` (inf where the parameter counts differ)."""
+    if len(got) != len(want):
+        return float("inf")
+    worst = 0.0
+    for i in range(0, len(want), 2):
+        scale = max(abs(want[i]), 1e-12)
+        worst = max(worst, abs(got[i] - want[i]) / scale, abs(got[i + 1] - want[i + 1]) / scale)
+    return worst
+
+
 def run_variant(base, loss_fn, variant: str, hows, args) -> dict:
     """One variant's row: the first step's wall time, the steady-state step, the loss, the
     eqsat report; or the error of each way of compiling tried."""
@@ -175,17 +206,21 @@ def run_variant(base, loss_fn, variant: str, hows, args) -> dict:
         try:
             fn, opt = build(variant, model, how, args)
 
-            def step():
+            def step(fingerprint=None):
                 loss = loss_fn(fn)
                 loss.backward()
+                if fingerprint is not None:
+                    fingerprint += grad_fingerprint(model)
                 model.zero_grad(set_to_none=True)
                 return loss
 
             torch.cuda.synchronize()
             clock = time.perf_counter()
-            loss = float(step().detach())
+            grads: list[float] = []
+            loss = float(step(grads).detach())
             torch.cuda.synchronize()
-            row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
+            row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss,
+                   "grad_fingerprint": grads}
             if opt is not None:
                 print(f"  {opt.report}", flush=True)
                 s = opt.report.summary()
@@ -243,8 +278,10 @@ def table(rows: list[dict]) -> str:
         rew = f"{e['rewritten']}/{e['regions']}" + (f" ({e['fell_back']} fell back)" if e.get("fell_back") else "") \
             if "regions" in e else "-"
         bad = [v for v, r in rs.items() if r.get("loss_ok") is False]
+        off = [v for v, r in rs.items() if r.get("grads_ok") is False]
         lines.append(f"{name:16s} " + " ".join(f"{ms(rs.get(v, rs.get('build'))):>13s}" for v in VARIANTS)
-                     + f"  {speed}  {over}  {rew}" + (f"  LOSS OFF: {', '.join(bad)}" if bad else ""))
+                     + f"  {speed}  {over}  {rew}" + (f"  LOSS OFF: {', '.join(bad)}" if bad else "")
+                     + (f"  GRADIENTS OFF: {', '.join(off)}" if off else ""))
     lines += ["", "device time per step, ms: all kernels (nvFuser's), from torch.profiler; latency: one step alone, ms"]
     for name, rs in by.items():
         lines.append(f"{name:16s} " + " ".join(
@@ -298,9 +335,13 @@ def main(argv=None) -> int:
             eager = done.get("eager", {}).get("loss")
             if "loss" in r and eager is not None:
                 r["loss_ok"] = abs(r["loss"] - eager) <= LOSS_RTOL * abs(eager)
+                r["grad_deviation"] = grad_deviation(r["grad_fingerprint"], done["eager"]["grad_fingerprint"])
+                r["grads_ok"] = r["grad_deviation"] <= GRAD_RTOL
             print(f"  {name} / {v}: " + (f"ERROR {r['error']}" if "error" in r else
                   f"{r['steady_ms']:.2f} ms steady, first step {r['first_call_s']:.1f} s, loss {r['loss']:.5f}"
-                  + ("" if r.get("loss_ok", True) else f" (eager {eager:.5f}: OFF)")), flush=True)
+                  + ("" if r.get("loss_ok", True) else f" (eager {eager:.5f}: OFF)")
+                  + ("" if r.get("grads_ok", True) else f", gradients {r['grad_deviation']:.3g} off eager's")),
+                  flush=True)
             rows.append(r)
             done[v] = r
         base = loss_fn = None

@@ -809,3 +809,24 @@ def test_the_benchmark_loads_its_timing_helpers_and_tabulates_each_measure(monke
     text = bench.table(rows)
     assert "1.250x" in text and "+4.0%" in text and "1/4" in text
     assert " 5.00 ( 1.50)  12.00" in text and "ERR" in text
+
+
+def test_the_benchmark_compares_each_variants_gradients_with_eagers(monkeypatch):
+    """bench/thunder.py's gradient fingerprints (a norm and a dot with a fixed +-1 pattern per
+    parameter): equal gradients give no deviation, a changed one is found, and the table
+    names the variant whose gradients are off."""
+    bench = load_bench(monkeypatch, "thunder")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 1))
+    x = torch.randn(16, 8)
+    model(x).square().mean().backward()
+    want = bench.grad_fingerprint(model)
+    assert bench.grad_deviation(bench.grad_fingerprint(model), want) == 0.0
+    with torch.no_grad():
+        model[0].weight.grad[0, 0] += 0.5 * model[0].weight.grad.norm()
+    assert bench.grad_deviation(bench.grad_fingerprint(model), want) > 0.1
+    model[1].bias.grad = None
+    assert bench.grad_deviation(bench.grad_fingerprint(model), want) >= 1.0
+    rows = [{"model": "m", "variant": "Thunder", "steady_ms": 10.0, "first_call_s": 5.0, "grads_ok": False},
+            {"model": "m", "variant": "eager", "steady_ms": 11.0, "first_call_s": 1.0}]
+    assert "GRADIENTS OFF: Thunder" in bench.table(rows)
