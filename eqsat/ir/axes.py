@@ -656,6 +656,17 @@ class AxisInference:
             dims[i] = self._resized(how, [dims[i].label])
         return TensorType(t.dtype, tuple(dims))
 
+    def _computed_along(self, t: TensorType) -> tuple[Dim, ...]:
+        """``t``'s axes for a result computed along them (a sort, a scan, a gather by an index
+        of these axes): none broadcast but extent-1 ones."""
+        return tuple(d if self.is_unit(d) else Dim(d.label, False) for d in t.dims)
+
+    def _index(self, value, what: str = "index") -> TensorType:
+        idx = self.tensor(value, what)
+        if idx.dtype not in dt.INT_TYPES:
+            self.fail(f"{what} must be an integer tensor, got {idx.dtype.name}")
+        return idx
+
     def _cat_gather(self, node, arg, index, dim):
         t, idx = self.tensor(arg), self.tensor(index, "index")
         if idx.rank != t.rank:
@@ -669,15 +680,13 @@ class AxisInference:
             ea, eb = self.extent(t.dims[i].label), self.extent(idx.dims[i].label)
             if node.op == "take_along_axis" or (ea is not None and ea == eb):
                 self.union(t.dims[i].label, idx.dims[i].label)
-        return TensorType(t.dtype, tuple(Dim(d.label, False) if not self.is_unit(d) else d for d in idx.dims))
+        return TensorType(t.dtype, self._computed_along(idx))
 
     def _cat_index_select(self, node, arg, index, dim):
         """``out[..., j, ...] = arg[..., index[j], ...]`` along ``dim``. The index is 1-D, 0-D
         (one entry: the output has extent 1 there), or of the input's rank with extent-1
         broadcast dims everywhere but ``dim`` (nvfuser_direct prints embeddings so)."""
-        t, idx = self.tensor(arg), self.tensor(index, "index")
-        if idx.dtype not in dt.INT_TYPES:
-            self.fail(f"index must be an integer tensor, got {idx.dtype.name}")
+        t, idx = self.tensor(arg), self._index(index)
         dims = list(t.dims)
         if idx.rank == 0:
             dims[dim] = Dim(self.new_label(1), True)
@@ -716,17 +725,6 @@ class AxisInference:
         return TensorType(a.dtype, tuple(batch) + a.dims[-2:-1] + b.dims[-1:])
 
     # -- ops kept as they are: sorts, scans, scatter, embedding, grouped matmul ------------------
-    def _computed_along(self, t: TensorType) -> tuple[Dim, ...]:
-        """``t``'s axes for a result computed along them (a sort, a scan): none broadcast but
-        extent-1 ones."""
-        return tuple(d if self.is_unit(d) else Dim(d.label, False) for d in t.dims)
-
-    def _index(self, value, what: str = "index") -> TensorType:
-        idx = self.tensor(value, what)
-        if idx.dtype not in dt.INT_TYPES:
-            self.fail(f"{what} must be an integer tensor, got {idx.dtype.name}")
-        return idx
-
     def _cat_topk(self, node, arg, k, dim, largest, sorted):
         """(values, indices): the input's dims with ``dim`` of extent ``k``; indices are Int.
         A rank-0 input is its own top element, at index 0 (nvFuser 0.2.35, arith.cpp topk)."""
