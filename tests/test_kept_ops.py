@@ -218,3 +218,14 @@ def test_the_scaled_grouped_mm_written_in_python_returns_its_three_outputs():
         fd.add_output(fd.ops.relu(out))
     (node,) = [n for n in eqsat.ingest(f).nodes if n.op == "grouped_mm"]
     assert node.opaque and len(node.outputs) == 3
+
+
+def test_a_bool_scattered_into_a_bool_tensor_is_defined_as_a_bool():
+    """scatter's scalar src is a Val in nvfuser_direct: the written definition defines it, as
+    the Bool it is (an operand's bool would be read as an Int)."""
+    def f(fd):
+        m = _tensor(fd, [4, 6], DataType.Bool)
+        fd.add_output(fd.ops.scatter(m, _tensor(fd, [4, 2], DataType.Int), True, dim=1))
+    m, idx = torch.zeros(4, 6, dtype=torch.bool), torch.tensor([[0, 5]] * 4)
+    opt = check(f, [m, idx], lambda m, idx: m.scatter(1, idx, True))
+    assert "= fd.define_scalar(True, dtype=DataType.Bool)" in opt.source

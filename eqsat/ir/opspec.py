@@ -114,11 +114,12 @@ _add("grouped_mm", "grouped_mm", "arg1 arg2 offsets", positional=3, more_is_opaq
 # where a Python number stands there, nvfuser_direct makes it a constant scalar, and the
 # classic frontend needs it defined first (``fd.define_scalar``).
 OPERANDS = frozenset("arg arg1 arg2 pred min max start end weight value fill_value length step "
-                     "rng_seed rng_offset k src padding_idx max_norm norm_type".split())
+                     "rng_seed rng_offset".split())
 
 
 # Parameters that nvfuser_direct binds as ``Val*`` alone (no overload takes a Python number,
-# as its arithmetic ops' ``ScalarVariant`` does): a number there is defined as a scalar first.
+# as its arithmetic ops' ``ScalarVariant`` does): a number there is defined as a scalar first,
+# in either frontend, of the number's own dtype (a bool stays a Bool).
 VAL_ONLY = frozenset("k src padding_idx max_norm norm_type scale_grad_by_freq sparse".split())
 
 
