@@ -166,16 +166,22 @@ def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
         assert ops == pytest.approx(host.per_op_us * len([v for v in views if v[1] == "reshape"])), views
 
 
-@pytest.mark.parametrize("dims, n, want", [([0, 1], 1024, "grid_reduction"), ([1], 1024, "reduction"),
-                                           ([0, 1], 64, "reduction")])
-def test_a_reduction_to_one_element_of_many_is_a_grid_reduction(dims, n, want):
-    """nvFuser reduces a large tensor to one element across blocks, combining their partial
-    results through global memory (a grid reduction: slower per byte, bench/calibrate.py);
-    a reduction that keeps an axis, or a small one, stays within blocks."""
+@pytest.mark.parametrize("dims, shape, want", [([0, 1], (1024, 1024), "grid_reduction"),
+                                               ([1], (1024, 1024), "reduction"),
+                                               ([0, 1], (64, 64), "reduction"),
+                                               ([1], (4, 65536), "grid_reduction"),
+                                               ([1], (64, 65536), "grid_reduction"),
+                                               ([1], (128, 65536), "reduction"),
+                                               ([1], (4, 4096), "reduction")])
+def test_a_reduction_to_few_elements_of_many_is_a_grid_reduction(dims, shape, want):
+    """nvFuser reduces a large tensor to one element, or to fewer than its blocks fill half the
+    SMs with (reduction_non_tma.cpp), across blocks, combining their partial results through
+    global memory (a grid reduction: slower per byte, bench/calibrate.py); a reduction that
+    keeps many elements, or reduces few into each, stays within blocks."""
     def fusion(fd):
         fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=dims))
 
-    [k] = eqsat.estimate_fusion(fusion, [torch.empty(n, n, device="meta")]).kernels
+    [k] = eqsat.estimate_fusion(fusion, [torch.empty(*shape, device="meta")]).kernels
     assert k.kind == want
 
 

@@ -71,6 +71,11 @@ ELEMENTWISE = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
 # the fewest elements a full reduction reduces across blocks (a grid reduction): nvFuser 0.2.35
 # on the H200 summed 4096 in one block and 16384 across blocks (bench/calibrate.py, full_sum)
 GRID_MIN = 8192
+# the most elements a grid reduction leaves: nvFuser splits the reduced axis across blocks while
+# the blocks the kept elements take fill at most half the SMs (reduction_non_tma.cpp: grdim grows
+# while godim * grdim * 2 <= sm_count; 132 SMs on the H100/H200). A sum leaving 4 elements of
+# [4, 2048, 5632] ran as slowly as the full sum it splits (H100, nvFuser 0.2.35: 110.6 vs 110.2 us)
+GRID_MAX_KEPT = 64
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
 # the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
 # chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
@@ -391,14 +396,15 @@ class Segmenter:
         return [Segment("normalization" if back else self.reduction_kind(ms), ms, part_of, g)]
 
     def reduction_kind(self, ms) -> str:
-        """A reduction kernel whose reductions all leave one element of more than ``GRID_MIN``
-        (over every axis of what they read: a full sum, an FP8 amax) is nvFuser's grid
-        reduction, its blocks combining through global memory: ``grid_reduction``, with its own
-        constants in the profile (slower per byte and per op than a reduction that keeps an
-        axis: bench/calibrate.py)."""
+        """A reduction kernel whose reductions all leave at most ``GRID_MAX_KEPT`` elements,
+        each of more than ``GRID_MIN`` (a full sum, an FP8 amax, the first stage of a full sum
+        split over a short leading axis) is nvFuser's grid reduction, its blocks combining
+        through global memory: ``grid_reduction``, with its own constants in the profile
+        (slower per byte than a reduction that keeps many elements: bench/calibrate.py)."""
         nodes, numel = self.nodes, self.model.numel
         reductions = [m for m in ms if nodes[m].op in REDUCING]
-        if reductions and all(numel(nodes[m].labels) <= 1 and numel(self.model.space(nodes, m)) > GRID_MIN
+        if reductions and all(numel(nodes[m].labels) <= GRID_MAX_KEPT
+                              and numel(self.model.space(nodes, m)) > GRID_MIN * max(numel(nodes[m].labels), 1)
                               for m in reductions):
             return "grid_reduction"
         return "reduction"
