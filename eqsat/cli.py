@@ -57,7 +57,8 @@ def _optimize_cmd(args) -> int:
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
     opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
                           reassociate=not args.no_reassociate, min_gain=args.min_gain,
-                          deadline_s=args.deadline, verify="gpu" if args.verify_on_gpu else None,
+                          recompute=not args.no_recompute, deadline_s=args.deadline,
+                          verify="gpu" if args.verify_on_gpu else None,
                           cache_dir=args.cache_dir)
     if args.json:
         summary = opt.report.summary()
@@ -82,7 +83,8 @@ def _pair_cmd(args) -> int:
         pair = optimize_pair(fwd.fusion.with_frontend(args.frontend or fwd.frontend),
                              bwd.fusion.with_frontend(args.frontend or bwd.frontend), links, fwd.inputs,
                              bwd.inputs, profile=args.profile, min_gain=args.min_gain,
-                             reassociate=not args.no_reassociate, deadline_s=args.deadline)
+                             reassociate=not args.no_reassociate, recompute=not args.no_recompute,
+                             deadline_s=args.deadline)
     except LinkError as err:
         if err.filename is None and err.line is not None:      # the line is the backward's
             raise FusionError(err.message, line=err.line, op=err.op, filename=args.backward) from None
@@ -206,13 +208,16 @@ def _fraction(text: str) -> float:
 
 def _rewrite_options(parser, written: str, default: str, min_gain_help: str) -> None:
     """The options ``optimize`` and ``pair`` share: the frontend written for, the profile,
-    reassociation and the least saving kept."""
+    reassociation, the least saving kept and recomputation."""
     parser.add_argument("--frontend", choices=list(FRONTENDS),
                         help=f"the nvFuser frontend to write the optimized {written} for (default: "
                              f"{default}, classic where it imports both or neither)")
     parser.add_argument("--profile", help="a calibration profile (JSON) instead of the packaged H200 one")
     parser.add_argument("--no-reassociate", action="store_true", help=_NO_REASSOCIATE)
     parser.add_argument("--min-gain", type=_fraction, default=None, help=min_gain_help)
+    parser.add_argument("--no-recompute", action="store_true",
+                        help="lower each value once: never give a kernel its own copy of an elementwise "
+                             "chain of the inputs that another kernel computes (recompute_chains)")
 
 
 def _link(text: str) -> tuple[int, int]:

@@ -247,7 +247,9 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
         if start.score < base.score:
             current = start
     current = _search(current, d, roots, score, time.perf_counter() + budget_s)
-    return Extraction(current, base, score.cut, best.without(base.estimate)[:keep])
+    # the input's own terms, recomputing chains, are a candidate of their own
+    same = None if base.estimate is None or base.estimate.recomputed else base.estimate
+    return Extraction(current, base, score.cut, best.without(same)[:keep])
 
 
 def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) -> bool:

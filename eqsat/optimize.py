@@ -15,6 +15,7 @@ from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
 from eqsat.cost.profile import load_profile
 from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
+from eqsat.egraph.recompute import with_recomputed
 from eqsat.egraph.encode import encode
 from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, select_rules
 from eqsat.frontend.ingest import ingest
@@ -242,7 +243,7 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
                     default_extent: int = DEFAULT_EXTENT, search_seconds: float = 0.5,
                     min_gain: float | None = None, deadline_s: float | None = DEADLINE_S,
                     relower: bool = False, verify: str | None = None, cache_dir=None,
-                    runner: Runner | None = None) -> OptimizedFusion:
+                    runner: Runner | None = None, recompute: bool = True) -> OptimizedFusion:
     """Optimize an nvFuser fusion.
 
     ``definition``: a function of ``fd``, repro text or a path to a repro file, a live
@@ -284,6 +285,12 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     cast-to-own-dtype, and the e-graph's re-lowering of the definition) where it is predicted
     cheaper; off by default, since such gains are where the cost model misreads nvFuser
     (``UNCREDITED``).
+
+    ``recompute``: where nvFuser would hand a kernel an elementwise chain of the inputs that
+    another kernel computed, through global memory, and recomputing it from the inputs reads
+    fewer bytes, the lowered definition gives that kernel its own copy of the chain (credited
+    as ``recompute_chains``; ``eqsat.egraph.recompute``). Exact: both copies compute the same
+    ops. ``recompute=False`` lowers each value once.
     """
     start = time.perf_counter()
     Deadline.check(deadline_s)
@@ -299,10 +306,12 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
                    extents=extents, default_extent=default_extent, search_seconds=search_seconds,
                    min_gain=min_gain, deadline_s=deadline_s, relower=relower, verify=verify,
-                   cache_dir=cache_dir, runner=runner)
+                   cache_dir=cache_dir, runner=runner, recompute=recompute)
     names = tuple(select_rules(rules, reassociate=reassociate))
     deadline = Deadline(deadline_s)
     a = _analyse(fusion, concrete, prof, names, limits or Limits(), deadline)
+    if a.model is not None:
+        a.model.recompute = recompute
     notes = _analysis_notes(a, limits or Limits(), deadline)
     result, before, after, changed, credited = fusion, Estimate(), Estimate(), False, []
     estimated, rejected, lowered = False, [], []
@@ -507,6 +516,9 @@ def _verified(fusion: Fusion, before: Estimate, lowered: list[_Lowered], v: Veri
     return c.fusion, c.estimate, True, c.credited
 
 
+# what Report.credited names a lowering that copies chains for the kernels that recompute them
+RECOMPUTE = "recompute_chains"
+
 # A result that no creditable rewrite shaped (only identities such as cast-to-own-dtype and the
 # e-graph's own re-lowering of the definition) is predicted cheaper only where the cost model
 # misreads the input: on the H200 (nvFuser 0.2.35), four such Thunder RoPE fusions ran 28% and
@@ -523,7 +535,8 @@ def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: E
     ``estimate_fusion`` reads it, and kept only where that is below the input's estimate.
     Lowering may add work that extraction did not score (a copy of an output that would
     otherwise be the caller's input), so the optimized fusion is never estimated dearer."""
-    again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None).before
+    again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None,
+                     recompute=bool(after.recomputed)).before
     if again is None or again.time_us < before.time_us:
         return lowered, again or after, True
     rejected.append(Rejection(after.time_us, _saving(before, after), None,
@@ -539,13 +552,15 @@ def _lower_candidate(fusion: Fusion, a: "_Analysis", choice, before: Estimate, m
     where the deadline cut lowering (where it was rejected, a record in ``rejected``)."""
     gain = _saving(before, choice.estimate)
     credited = _credited_rules(choice.pick, a.roots, a.original, a.sat.fired if a.sat else {})
+    if choice.estimate.recomputed:
+        credited = sorted(credited + [RECOMPUTE])
     if not credited and not relower:
         rejected.append(Rejection(choice.score, gain, margin, UNCREDITED))
         return None, "", []
     if deadline.left() < lower_s:
         return None, deadline.note("lowering", "kept the input"), []
     try:
-        return _lower_choice(fusion, a.enc, choice.pick, a.roots, a.cls), "", credited
+        return _lower_choice(fusion, a.enc, choice.pick, a.roots, a.cls, choice.estimate.recomputed), "", credited
     except FusionError as err:
         rejected.append(Rejection(choice.score, gain, margin, f"it did not lower ({err})"))
         return None, "", []
@@ -572,7 +587,7 @@ class _Analysis:
 
 
 def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits | None,
-             deadline: Deadline | None = None) -> _Analysis:
+             deadline: Deadline | None = None, recompute: bool = False) -> _Analysis:
     """Encode, fill the e-graph, saturate (unless ``limits`` is None), dump; the input's own
     choice as GNodes, and a cost model over the concrete extents. Where ``deadline`` passes
     before the input is estimated, ``cut`` names the stage and the rest is left empty."""
@@ -610,7 +625,7 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
         estimating = time.perf_counter()
         a.model.until = deadline.at
         try:
-            a.before = _estimate_input(fusion, enc, d, a)
+            a.before = _estimate_input(fusion, enc, d, a, recompute)
         except EstimateCut:
             a.cut = "the estimate of the input"
         a.before_s = time.perf_counter() - estimating
@@ -650,8 +665,13 @@ def _choices(fusion: Fusion, enc, d, scope: int, concrete: dict, prof, sat) -> _
     return _Analysis(enc, d, cls, original, roots, model, sat, None)
 
 
-def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
-    """The cost model's estimate of the input as written, term by term (no e-class merged)."""
+def _estimate_input(fusion: Fusion, enc, d, a: _Analysis, recompute: bool = False) -> Estimate | None:
+    """The cost model's estimate of the input as written, term by term (no e-class merged);
+    ``recompute``: as eqsat lowers it, a kernel recomputing chains. A definition that computes
+    one value twice (eqsat's own lowered definitions, or a user's copy of a chain written by
+    hand) is read so too: the encoding merges the copies back into one term, and nvFuser puts
+    each copy in the kernel that reads it, which the model's recomputed chains stand for."""
+    recompute = recompute or _computes_twice(enc)
     cls = a.cls
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     inner = {t: order[-1] for t, order in enc.order.items() if order}
@@ -659,7 +679,7 @@ def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
              for tid, n in enumerate(enc.graph.nodes)}
     try:
         return a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
-                                outputs=output_terms, inner=inner)
+                                outputs=output_terms, inner=inner, recompute=recompute)
     except ValueError:
         return None
 
@@ -674,6 +694,23 @@ def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     if a.enc.skipped or a.before is None:
         raise FusionError(f"cannot estimate: {a.enc.skipped or 'the fusion has no cost-model reading'}")
     return a.before
+
+
+def _computes_twice(enc) -> bool:
+    """Whether two calls of one op in the definition encode to the same term (a value computed
+    twice, which hash-consing merges)."""
+    made: set[tuple[int, str]] = set()      # (term, op) of the calls seen so far
+    for node in enc.fusion.nodes:
+        if node.is_input:
+            continue
+        for v in node.outputs:
+            t = enc.term_of.get(v)
+            if t is None:
+                continue
+            if (t, node.op) in made:
+                return True
+            made.add((t, node.op))
+    return False
 
 
 def _credited_rules(pick, roots, original, fired) -> list[str]:
@@ -701,8 +738,9 @@ def _credited_rules(pick, roots, original, fired) -> list[str]:
     return sorted(out)
 
 
-def _lower_choice(fusion: Fusion, enc, pick, roots, cls) -> Fusion:
+def _lower_choice(fusion: Fusion, enc, pick, roots, cls, recomputed=()) -> Fusion:
     graph, tid_of = to_term_graph(pick, roots)
+    graph = with_recomputed(graph, tid_of, recomputed)
     root_terms = {v: tid_of[cls[t]] for v, t in enc.roots.items()}
     hints = {}
     for t, order in enc.order.items():

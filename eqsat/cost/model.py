@@ -93,16 +93,28 @@ class Kernel:
     bytes_written: int
     flops: float
     time_us: float
+    recomputed: int = 0     # nodes of other kernels it computes again from the inputs
 
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
 
 
+@dataclass(frozen=True)
+class Recomputation:
+    """A chain of elementwise nodes (``cone``) that one kernel computes again from the fusion's
+    inputs instead of reading it from the kernel that wrote it; ``readers``: the kernel's
+    nodes that read the chain (eqsat's lowering feeds them a copy of it)."""
+
+    cone: frozenset
+    readers: frozenset
+
+
 @dataclass
 class Estimate:
     kernels: list[Kernel] = field(default_factory=list)
     host_us: float = 0.0
+    recomputed: list[Recomputation] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -130,8 +142,9 @@ class Estimate:
                  f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"]
         for i, k in enumerate(self.kernels):
             ops = ", ".join(_counted(k.ops))
+            again = f", recomputing {k.recomputed} values of other kernels" if k.recomputed else ""
             lines.append(f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
-                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us: {ops}")
+                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us{again}: {ops}")
         return "\n".join(lines)
 
 
@@ -148,6 +161,7 @@ class EstimateCut(Exception):
 
 class CostModel:
     until: float | None = None          # a perf_counter time an estimate stops at (EstimateCut)
+    recompute: bool = True              # estimate's default: candidates eqsat lowers recompute chains
 
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
@@ -214,19 +228,30 @@ class CostModel:
             raise EstimateCut("the deadline passed during an estimate")
 
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
-                 outputs: set[int] | None = None, inner: dict[int, int] | None = None) -> Estimate:
+                 outputs: set[int] | None = None, inner: dict[int, int] | None = None,
+                 recompute: bool | None = None) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
-        id, if not the model's own (which are by e-class)."""
+        id, if not the model's own (which are by e-class). ``recompute`` (default the model's
+        own): the candidate is lowered by eqsat, which gives a kernel its own copy of a chain
+        it would read from another kernel where that is cheaper (the segmenter's
+        ``recomputed_chains``; ``Estimate.recomputed`` says which); False for a definition run
+        as written."""
         inner = self.inner if inner is None else inner
         outputs = self.outputs if outputs is None else outputs
+        recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
         segmenter = Segmenter(self, nodes, order, sinks, barriers, inner)
         segmenter.merge()
-        est = Estimate()
-        for segment in segmenter.segments():
-            est.kernels.append(self._price(segment, segmenter))
-        est.kernels += self._alias_copies()
+        segments = segmenter.segments()
+        est = self._priced(segments, segmenter, {})
+        plans = segmenter.recomputed_chains(segments) if recompute else {}
+        if plans:
+            again = self._priced(segments, segmenter, plans)
+            if again.device_us < est.device_us:
+                est = again
+                est.recomputed = [Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
+                                  for i, cone in sorted(plans.items())]
         est.kernels.sort(key=lambda k: -k.time_us)
         compute = segmenter.compute
         if compute or self.aliased:
@@ -234,9 +259,29 @@ class CostModel:
                 segments=len(est.kernels) + self.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
                 outputs=self.output_count if self.output_count is not None
                 else len(outputs) if outputs is not None else len(roots),
-                ops=len(compute), resizes=sum(nodes[m].op in RESIZES for m in compute),
+                ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
+                resizes=sum(nodes[m].op in RESIZES for m in compute),
                 grids=sum(k.kind == "grid_reduction" for k in est.kernels))
         return est
+
+    def _priced(self, segments: list[Segment], segmenter: Segmenter, plans: dict[int, set[int]]) -> Estimate:
+        """The kernels of ``segments`` priced, segment ``i`` recomputing ``plans[i]``."""
+        recomputed_in: dict[int, set] = {}
+        for i, cone in plans.items():
+            for v in cone:
+                recomputed_in.setdefault(v, set()).add(segments[i].kernel)
+        est = Estimate()
+        for i, segment in enumerate(segments):
+            est.kernels.append(self._price(segment, segmenter, plans.get(i, set()), recomputed_in))
+        est.kernels += self._alias_copies()
+        return est
+
+    @staticmethod
+    def _readers(segment: Segment, cone: set[int], segmenter: Segmenter) -> frozenset:
+        """The members of ``segment`` that read a node of ``cone`` (what the copy feeds)."""
+        nodes, privatized = segmenter.nodes, segmenter.privatized
+        return frozenset(m for m in segment.members
+                         if any(privatized.get(k, k) in cone for k in nodes[m].kids))
 
     def _reading(self, nodes, roots, links, outputs) -> tuple[dict, list[int], set[int], dict]:
         """The candidate as the segmenter reads it: its nodes (kept ops linked to their inputs
@@ -254,13 +299,15 @@ class CostModel:
                 pass                    # (the barriers stay: their leaves are still read)
         return nodes, topological(nodes, roots), set(roots), barriers
 
-    def _price(self, segment: Segment, segmenter: Segmenter) -> Kernel:
-        """The kernel of ``segment``; an inner-outer kernel's outer reduction goes through
+    def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
+               recomputed_in=None) -> Kernel:
+        """The kernel of ``segment``, recomputing ``recomputed`` (``recomputed_in``: node -> the
+        kernels that recompute it); an inner-outer kernel's outer reduction goes through
         per-block partial results (written and read back, about one row of them per SM) and a
         second launch."""
         k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
                          segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads,
-                         segmenter.privatized)
+                         segmenter.privatized, recomputed, recomputed_in)
         if segment.partials:
             consts = self.profile.kinds[segment.kind]
             partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
@@ -274,16 +321,19 @@ class CostModel:
                 for _ in range(self.aliased)]
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),
-                privatized=None) -> Kernel:
+                privatized=None, recomputed=frozenset(), recomputed_in=None) -> Kernel:
         """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
         ``extra_reads``: values it recomputes from) and writes, its arithmetic, and its time with
         the constants of ``kind``; ``privatized``: privatized upcasts (the segmenter's
-        ``privatized_upcasts``), whose input a kernel reads in their place."""
-        ms_set = set(ms)
+        ``privatized_upcasts``), whose input a kernel reads in their place; ``recomputed``:
+        other kernels' values it computes again from their inputs (``recomputed_in``: node ->
+        the kernels that do, which its own kernel need not write it for)."""
+        recomputed_in = recomputed_in or {}
+        ms_set = set(ms) | recomputed
         reads, written = set(extra_reads), set()
         gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
         flops = 0.0
-        for m in ms:
+        for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
             weight = self.profile.special_function_weight if node.op in SPECIAL else \
                 0.0 if node.op in FREE else 1.0
@@ -295,7 +345,10 @@ class CostModel:
                         gathered[k] = gathered.get(k, 0) + self.gathered_bytes(node, nodes[k])
                     else:
                         reads.add(k)
-            if m in sinks or any(group_of.get(c) != g for c in consumers.get(m, ())):
+            if m in recomputed:
+                continue
+            if m in sinks or any(group_of.get(c) != g and group_of.get(c) not in recomputed_in.get(m, ())
+                                 for c in consumers.get(m, ())):
                 written.add(m)
         consts = self.profile.kinds[kind]
         rbytes = sum(self.nbytes(nodes[r]) for r in reads) + \
@@ -303,4 +356,4 @@ class CostModel:
         wbytes = sum(self.nbytes(nodes[w]) for w in written)
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                    flops / (consts.gflops * 1e3))
-        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t)
+        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed))

@@ -23,6 +23,8 @@ lists them):
   :meth:`Segmenter.reduction_kind` (a reduction to one element is a grid reduction);
 - :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output),
   :meth:`Segmenter.privatized_upcasts` (an upcast of an input is recomputed in each kernel);
+- :meth:`Segmenter.recomputed_chains` (what eqsat's lowering makes a kernel recompute from the
+  fusion's inputs rather than read from another kernel);
 - :meth:`Segmenter.persistent_fits` (a normalization keeps a row on chip: 227 KiB at most).
 
 welford is a reduction here (``REDUCING``); a stride order that keeps its input's layout is a
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 
 from eqsat.egraph.terms import DTYPES
 from eqsat.egraph.terms import INDEXING as INDEXING_TERMS
-from eqsat.egraph.terms import REDUCTIONS
+from eqsat.egraph.terms import REDUCTIONS, TERMS
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import ITEMSIZE
 from eqsat.ir.opspec import OPS
@@ -76,6 +78,10 @@ GRID_MIN = 8192
 # while godim * grdim * 2 <= sm_count; 132 SMs on the H100/H200). A sum leaving 4 elements of
 # [4, 2048, 5632] ran as slowly as the full sum it splits (H100, nvFuser 0.2.35: 110.6 vs 110.2 us)
 GRID_MAX_KEPT = 64
+# the e-graph's elementwise terms: what a kernel may recompute from the fusion's inputs
+ELEMENTWISE_TERMS = frozenset(n for n, t in TERMS.items() if t.kind in ("pointwise", "generic"))
+# the most nodes a kernel recomputes from the inputs in place of one value it would read
+RECOMPUTE_MAX_NODES = 32
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
 # the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
 # chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
@@ -120,6 +126,7 @@ class Segment:
     kernel: object
     extra_reads: set = field(default_factory=set)   # values outside it that it recomputes from
     partials: list = field(default_factory=list)    # inner-outer: the outer reductions (partial results)
+    recomputed: set = field(default_factory=set)    # other kernels' values it recomputes from inputs
 
 
 class Segmenter:
@@ -527,6 +534,85 @@ class Segmenter:
         ``n``'s labels (a reduction of it, or elementwise over them)."""
         node = self.nodes[c]
         return not node.op.startswith("Kept:") and self.model.space(self.nodes, c) == self.nodes[n].labels
+
+    def recomputed_chains(self, segments: list[Segment]) -> dict[int, set[int]]:
+        """Values that a kernel, rather than read them from the kernel that wrote them, can
+        recompute from the fusion's inputs, where that reads fewer bytes: segment index -> the
+        nodes it recomputes. nvFuser's segmenter hands a kernel every intermediate it shares with
+        another kernel through global memory (its input forwarding recomputes unary chains from
+        inputs only); eqsat's lowering gives such a kernel its own copy of the chain
+        (``eqsat.egraph.recompute``), which nvFuser then keeps in that kernel. A SiLU backward
+        through an FP8 amax's count, as Thunder writes it, read four fp32 intermediates of the
+        bf16 input from its reduction kernel; recomputing them halved its time (H100, nvFuser
+        0.2.35: 462 -> 243 us, bench/rematerialize.py).
+
+        A value qualifies where everything it is computed from, up to the fusion's inputs
+        (scalars, factories), is elementwise terms of the e-graph (no reduction, no kept op),
+        at most ``RECOMPUTE_MAX_NODES`` of them, and the inputs the kernel would read for it
+        and does not already read take fewer bytes than the value. Kernels that share their
+        group with another (inner-outer) are left as they are. Whether recomputing pays once
+        arithmetic is counted is the cost model's to decide (``CostModel.estimate``)."""
+        nodes, part_of = self.nodes, {}
+        counts: dict = {}
+        for s in segments:
+            counts[s.kernel] = counts.get(s.kernel, 0) + 1
+        for s in segments:
+            for m in s.members:
+                part_of[m] = s.kernel
+        plans = {}
+        for i, s in enumerate(segments):
+            if counts[s.kernel] > 1:
+                continue
+            inside = set(s.members)
+            reads = {}
+            for m in s.members:
+                for k in nodes[m].kids:
+                    k = self.privatized.get(k, k)
+                    if k not in inside and not nodes[k].is_scalar and k not in self.factories:
+                        reads[k] = self.model.nbytes(nodes[k])
+            recomputed: set[int] = set()
+            for r in sorted((k for k in reads if k in self.in_compute), key=lambda k: (-reads[k], self.position[k])):
+                if r in recomputed or r not in reads:
+                    continue
+                cone = self._chain(r)
+                if cone is None:
+                    continue
+                leaves = self._chain_inputs(cone)
+                new = sum(self.model.nbytes(nodes[v]) for v in leaves if v not in reads)
+                if new >= reads[r]:
+                    continue
+                recomputed |= cone
+                for v in cone:
+                    reads.pop(v, None)
+                for v in leaves:
+                    reads.setdefault(v, self.model.nbytes(nodes[v]))
+            if recomputed:
+                plans[i] = recomputed
+        return plans
+
+    def _chain(self, r) -> set[int] | None:
+        """The compute nodes value ``r`` is computed from, itself included, where all are
+        elementwise terms, at most ``RECOMPUTE_MAX_NODES``; else None."""
+        nodes, seen, stack = self.nodes, {r}, [r]
+        while stack:
+            v = stack.pop()
+            if nodes[v].op not in ELEMENTWISE_TERMS:
+                return None
+            for k in nodes[v].kids:
+                k = self.privatized.get(k, k)
+                if k in self.in_compute and k not in seen:
+                    if len(seen) >= RECOMPUTE_MAX_NODES:
+                        return None
+                    seen.add(k)
+                    stack.append(k)
+        return seen
+
+    def _chain_inputs(self, cone: set[int]) -> set[int]:
+        """The tensors a kernel reads to recompute ``cone``: fusion inputs and values outside
+        the kernels (no scalars, no factories)."""
+        nodes = self.nodes
+        return {k for v in cone for k in (self.privatized.get(k, k) for k in nodes[v].kids)
+                if k not in cone and not nodes[k].is_scalar and k not in self.factories}
 
     def recomputed_factories(self, order) -> set[int]:
         """Ops that make a tensor from scalars alone (full, iota, random; the e-graph's Iota):

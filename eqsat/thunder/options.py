@@ -22,7 +22,7 @@ class Options:
     (each region's candidates are run on the region's own inputs at its first call, checked
     against Thunder's definition and timed; one is kept only where it runs faster: the region
     is never slower as measured). ``min_gain``, ``deadline_s`` (per region and input
-    signature), ``profile``, ``rules``, ``reassociate``, ``relower``, ``limits``: as
+    signature), ``profile``, ``rules``, ``reassociate``, ``relower``, ``recompute``, ``limits``: as
     ``eqsat.optimize_fusion`` takes them. ``cache_dir`` (where verify="gpu" keeps its
     decisions) and ``runner`` (what compiles and times them; a fake one in tests) apply to
     verify="gpu" only. ValueError or TypeError, naming the option, where one is bad."""
@@ -34,6 +34,7 @@ class Options:
     rules: tuple[str, ...] | None = None
     reassociate: bool = True
     relower: bool = False
+    recompute: bool = True
     limits: Limits | None = None
     cache_dir: str | os.PathLike | None = None
     runner: Runner | None = None
@@ -50,7 +51,7 @@ class Options:
         if isinstance(self.deadline_s, bool):
             raise ValueError(f"deadline_s must be a number of seconds >= 0, or None; got {self.deadline_s!r}")
         Deadline.check(self.deadline_s)
-        for name in ("reassociate", "relower"):
+        for name in ("reassociate", "relower", "recompute"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         self._check_rules()
@@ -89,4 +90,4 @@ class Options:
         """The keyword arguments of ``eqsat.optimize_fusion`` (the profile loaded once)."""
         return dict(profile=self._profile, rules=self.rules, reassociate=self.reassociate, limits=self.limits,
                     min_gain=self.min_gain, deadline_s=self.deadline_s, relower=self.relower,
-                    verify=self.verify, cache_dir=self.cache_dir, runner=self.runner)
+                    recompute=self.recompute, verify=self.verify, cache_dir=self.cache_dir, runner=self.runner)

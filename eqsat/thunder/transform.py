@@ -54,7 +54,7 @@ class Optimize(Transform):
     call (and again for each new input signature), and runs as eqsat rewrote it where eqsat
     changed it. Options (``Options``, or its fields as keywords): ``verify="gpu"``,
     ``min_gain``, ``deadline_s``, ``profile``, ``rules``, ``reassociate``, ``relower``,
-    ``limits``, ``cache_dir``, ``runner``. ``report``: a record per region and input
+    ``recompute``, ``limits``, ``cache_dir``, ``runner``. ``report``: a record per region and input
     signature (``print(transform.report)``)."""
 
     def __init__(self, options: Options | None = None, **kwargs):

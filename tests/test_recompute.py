@@ -1,0 +1,76 @@
+"""Recomputing elementwise chains (``optimize_fusion(recompute=True)``): where nvFuser would pass
+a kernel fp32 intermediates of a bf16 input through global memory, eqsat's lowering gives the
+kernel its own copy of the chain. Checked on SiLU's backward through an FP8 amax count
+(eqsat.testing.silu_amax_backward), against torch written by hand."""
+import pytest
+import torch
+from helpers import assert_outputs_match, returned_rtols
+
+import eqsat
+from eqsat.reference.devices import fresh_copies
+from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
+
+SHAPE = (4, 2048, 5632)         # Phi-3's MLP at batch 4 x seq 2048
+
+
+def _ops(fusion: eqsat.Fusion, name: str) -> int:
+    return sum(n.op == name for n in fusion.nodes)
+
+
+@pytest.fixture(scope="module")
+def optimized():
+    return eqsat.optimize_fusion(definition(), make_inputs(SHAPE, "meta"))
+
+
+def test_the_tail_recomputes_the_chain_and_reads_half_the_bytes(optimized):
+    """One chain as written: the tail kernel reads four fp32 intermediates (16 bytes an
+    element); recomputing them from x (2 bytes) is credited, and lowers the chain twice."""
+    before, after = optimized.report.before, optimized.report.after
+    assert optimized.report.rules == ["recompute_chains"]
+    assert len(before.kernels) == len(after.kernels) == 2
+    assert after.bytes < 0.7 * before.bytes
+    assert after.time_us < 0.6 * before.time_us
+    assert any(k.recomputed for k in after.kernels)
+    assert "recomputing" in after.explain()
+    assert _ops(optimized.fusion, "exp") == 2 * _ops(eqsat.ingest(definition()), "exp") == 2
+
+
+def test_the_lowered_copy_is_what_the_estimate_priced(optimized):
+    """Read back, the lowered definition (two chains) is estimated as it was extracted."""
+    again = eqsat.estimate_fusion(optimized.fusion, make_inputs(SHAPE, "meta"))
+    assert again.time_us == pytest.approx(optimized.report.after.time_us, rel=0.02)
+
+
+def test_results_match_torch_with_special_values(optimized):
+    """Exact: both copies compute the same ops. The fusion optimized at SHAPE runs at a small
+    shape (its shapes are symbolic), x holding inf, -inf and NaN, and the amax hit twice."""
+    inputs = make_inputs((2, 8, 16))
+    x = inputs[0]
+    x[0, 0, :3] = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    x[1, 1, 1] = x[1, 1, 2] = 8.0
+    inputs[1] = torch.nn.functional.silu(torch.tensor(8.0))
+    want = torch_reference(*fresh_copies(inputs))
+    assert want.isnan().any() and want.isfinite().any()
+    for fusion, what in ((eqsat.ingest(definition()), "as read"), (optimized.fusion, "optimized")):
+        got = eqsat.run_fusion(fusion, fresh_copies(inputs), strict=True)
+        assert_outputs_match(got, [want], returned_rtols(fusion), what)
+
+
+def test_recompute_false_lowers_each_value_once():
+    off = eqsat.optimize_fusion(definition(), make_inputs(SHAPE, "meta"), recompute=False)
+    assert "recompute_chains" not in off.report.rules
+    assert not any(k.recomputed for k in off.report.after.kernels)
+
+
+def test_the_definition_as_written_is_estimated_without_copies(optimized):
+    """``estimate_fusion`` prices the user's definition as nvFuser runs it: no recomputation."""
+    as_written = eqsat.estimate_fusion(definition(), make_inputs(SHAPE, "meta"))
+    assert as_written.time_us == pytest.approx(optimized.report.before.time_us)
+    assert not as_written.recomputed
+
+
+def test_the_hand_written_copy_is_priced_like_eqsats():
+    """The fusion with the copy written by hand: the estimate reads it as nvFuser runs it."""
+    by_hand = eqsat.estimate_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
+    one = eqsat.estimate_fusion(definition(), make_inputs(SHAPE, "meta"))
+    assert by_hand.time_us < 0.6 * one.time_us
