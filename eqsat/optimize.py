@@ -15,7 +15,7 @@ from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
 from eqsat.cost.profile import load_profile
 from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
-from eqsat.egraph.recompute import with_recomputed
+from eqsat.egraph.recompute import copy_chains, with_recomputed, written_copies
 from eqsat.egraph.encode import encode
 from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, select_rules
 from eqsat.frontend.ingest import ingest
@@ -535,8 +535,7 @@ def _confirm_cheaper(fusion: Fusion, lowered: Fusion, after: Estimate, before: E
     ``estimate_fusion`` reads it, and kept only where that is below the input's estimate.
     Lowering may add work that extraction did not score (a copy of an output that would
     otherwise be the caller's input), so the optimized fusion is never estimated dearer."""
-    again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None,
-                     recompute=bool(after.recomputed)).before
+    again = _analyse(lowered, concrete_extents(lowered, inputs, None, default_extent), prof, (), None).before
     if again is None or again.time_us < before.time_us:
         return lowered, again or after, True
     rejected.append(Rejection(after.time_us, _saving(before, after), None,
@@ -587,7 +586,7 @@ class _Analysis:
 
 
 def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits | None,
-             deadline: Deadline | None = None, recompute: bool = False) -> _Analysis:
+             deadline: Deadline | None = None) -> _Analysis:
     """Encode, fill the e-graph, saturate (unless ``limits`` is None), dump; the input's own
     choice as GNodes, and a cost model over the concrete extents. Where ``deadline`` passes
     before the input is estimated, ``cut`` names the stage and the rest is left empty."""
@@ -625,7 +624,7 @@ def _analyse(fusion: Fusion, concrete: dict, prof, names: tuple, limits: Limits 
         estimating = time.perf_counter()
         a.model.until = deadline.at
         try:
-            a.before = _estimate_input(fusion, enc, d, a, recompute)
+            a.before = _estimate_input(fusion, enc, d, a)
         except EstimateCut:
             a.cut = "the estimate of the input"
         a.before_s = time.perf_counter() - estimating
@@ -665,21 +664,23 @@ def _choices(fusion: Fusion, enc, d, scope: int, concrete: dict, prof, sat) -> _
     return _Analysis(enc, d, cls, original, roots, model, sat, None)
 
 
-def _estimate_input(fusion: Fusion, enc, d, a: _Analysis, recompute: bool = False) -> Estimate | None:
-    """The cost model's estimate of the input as written, term by term (no e-class merged);
-    ``recompute``: as eqsat lowers it, a kernel recomputing chains. A definition that computes
-    one value twice (eqsat's own lowered definitions, or a user's copy of a chain written by
-    hand) is read so too: the encoding merges the copies back into one term, and nvFuser puts
-    each copy in the kernel that reads it, which the model's recomputed chains stand for."""
-    recompute = recompute or _computes_twice(enc)
+def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
+    """The cost model's estimate of the input as written, term by term (no e-class merged).
+    Values the definition computes twice (eqsat's lowering of a candidate that recomputes a
+    chain, or such a copy written by hand or by Thunder), which the encoding merges into one
+    term, are separate nodes again (``written_copies``): nvFuser puts each copy where its
+    readers are."""
     cls = a.cls
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     inner = {t: order[-1] for t, order in enc.order.items() if order}
     terms = {tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
              for tid, n in enumerate(enc.graph.nodes)}
+    terms, maps = copy_chains(terms, written_copies(enc))
+    for copy in maps:
+        inner.update((c, inner[t]) for t, c in copy.items() if t in inner)
     try:
         return a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
-                                outputs=output_terms, inner=inner, recompute=recompute)
+                                outputs=output_terms, inner=inner, recompute=False)
     except ValueError:
         return None
 
@@ -694,23 +695,6 @@ def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     if a.enc.skipped or a.before is None:
         raise FusionError(f"cannot estimate: {a.enc.skipped or 'the fusion has no cost-model reading'}")
     return a.before
-
-
-def _computes_twice(enc) -> bool:
-    """Whether two calls of one op in the definition encode to the same term (a value computed
-    twice, which hash-consing merges)."""
-    made: set[tuple[int, str]] = set()      # (term, op) of the calls seen so far
-    for node in enc.fusion.nodes:
-        if node.is_input:
-            continue
-        for v in node.outputs:
-            t = enc.term_of.get(v)
-            if t is None:
-                continue
-            if (t, node.op) in made:
-                return True
-            made.add((t, node.op))
-    return False
 
 
 def _credited_rules(pick, roots, original, fired) -> list[str]:

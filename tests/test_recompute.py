@@ -7,6 +7,7 @@ import torch
 from helpers import assert_outputs_match, returned_rtols
 
 import eqsat
+from eqsat.ir.dtypes import DataType
 from eqsat.reference.devices import fresh_copies
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
 
@@ -30,8 +31,6 @@ def test_the_tail_recomputes_the_chain_and_reads_half_the_bytes(optimized):
     assert len(before.kernels) == len(after.kernels) == 2
     assert after.bytes < 0.7 * before.bytes
     assert after.time_us < 0.6 * before.time_us
-    assert any(k.recomputed for k in after.kernels)
-    assert "recomputing" in after.explain()
     assert _ops(optimized.fusion, "exp") == 2 * _ops(eqsat.ingest(definition()), "exp") == 2
 
 
@@ -59,7 +58,7 @@ def test_results_match_torch_with_special_values(optimized):
 def test_recompute_false_lowers_each_value_once():
     off = eqsat.optimize_fusion(definition(), make_inputs(SHAPE, "meta"), recompute=False)
     assert "recompute_chains" not in off.report.rules
-    assert not any(k.recomputed for k in off.report.after.kernels)
+    assert _ops(off.fusion, "exp") == 1
 
 
 def test_the_definition_as_written_is_estimated_without_copies(optimized):
@@ -69,8 +68,40 @@ def test_the_definition_as_written_is_estimated_without_copies(optimized):
     assert not as_written.recomputed
 
 
-def test_the_hand_written_copy_is_priced_like_eqsats():
-    """The fusion with the copy written by hand: the estimate reads it as nvFuser runs it."""
+def test_the_hand_written_copy_is_priced_like_eqsats(optimized):
+    """The fusion with the copy written by hand: the estimate reads the copy as a chain of its
+    own (the encoding merges equal terms; the estimate separates them again), as nvFuser runs
+    it, and eqsat leaves it as it is."""
     by_hand = eqsat.estimate_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
-    one = eqsat.estimate_fusion(definition(), make_inputs(SHAPE, "meta"))
-    assert by_hand.time_us < 0.6 * one.time_us
+    assert by_hand.time_us < 0.6 * optimized.report.before.time_us
+    assert by_hand.time_us == pytest.approx(optimized.report.after.time_us, rel=0.05)
+    again = eqsat.optimize_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
+    assert "recompute_chains" not in again.report.rules
+
+
+def test_a_partial_copy_as_thunder_writes_it_is_read_as_written():
+    """Thunder's SiLU backward computes sigmoid's exp twice from one negation: the tail's copy
+    of the sigmoid still reads the widened input's negation from the reduction's kernel, so
+    the definition is priced near the one-chain form, and eqsat's copy of the whole chain
+    still pays."""
+    def thunder_like(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+        amax = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
+        n, h = fd.ops.size(x, dim=0), fd.ops.size(x, dim=1)
+        xf = fd.ops.cast(x, dtype=DataType.Float)
+        minus = fd.ops.neg(xf)
+        s = fd.ops.mul(xf, fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(minus))))
+        hit = fd.ops.eq(fd.ops.abs(s), fd.ops.broadcast_in_dim(amax, shape=[n, h], broadcast_dims=[]))
+        count = fd.ops.sum(fd.ops.cast(hit, dtype=DataType.Float), dims=[0, 1])
+        sig = fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(minus)))      # the copy
+        share = fd.ops.div(fd.ops.cast(hit, dtype=DataType.Float),
+                           fd.ops.broadcast_in_dim(count, shape=[n, h], broadcast_dims=[]))
+        dx = fd.ops.mul(fd.ops.add(share, fd.ops.sign(s)), fd.ops.mul(sig, fd.ops.sub(1.0, sig)))
+        fd.add_output(fd.ops.cast(dx, dtype=DataType.BFloat16))
+
+    inputs = [torch.empty(16384, 5632, dtype=torch.bfloat16, device="meta"), torch.empty((), device="meta")]
+    as_written = eqsat.estimate_fusion(thunder_like, inputs)
+    assert not as_written.recomputed
+    opt = eqsat.optimize_fusion(thunder_like, inputs)
+    assert opt.report.rules == ["recompute_chains"]
+    assert opt.report.after.time_us < 0.75 * as_written.time_us

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 from eqsat.egraph.terms import DTYPES
 from eqsat.egraph.terms import INDEXING as INDEXING_TERMS
-from eqsat.egraph.terms import REDUCTIONS, TERMS
+from eqsat.egraph.terms import ELEMENTWISE as ELEMENTWISE_TERMS
+from eqsat.egraph.terms import REDUCTIONS
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import ITEMSIZE
 from eqsat.ir.opspec import OPS
@@ -78,8 +79,6 @@ GRID_MIN = 8192
 # while godim * grdim * 2 <= sm_count; 132 SMs on the H100/H200). A sum leaving 4 elements of
 # [4, 2048, 5632] ran as slowly as the full sum it splits (H100, nvFuser 0.2.35: 110.6 vs 110.2 us)
 GRID_MAX_KEPT = 64
-# the e-graph's elementwise terms: what a kernel may recompute from the fusion's inputs
-ELEMENTWISE_TERMS = frozenset(n for n, t in TERMS.items() if t.kind in ("pointwise", "generic"))
 # the most nodes a kernel recomputes from the inputs in place of one value it would read
 RECOMPUTE_MAX_NODES = 32
 DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline

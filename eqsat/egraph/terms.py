@@ -168,6 +168,8 @@ IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
 SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
+# the elementwise terms: what a kernel may compute again instead of reading it (recompute.py)
+ELEMENTWISE = frozenset(t.name for t in TERMS.values() if t.kind in ("pointwise", "generic"))
 # IR op -> term; a gather is a Take where its index spans the input's other axes (encode.indexing)
 INDEXING_TERMS = {"take_along_axis": "Take", "gather": "Take", "index_select": "IndexSelect"}
 INDEXING = frozenset(INDEXING_TERMS.values()) | {"TakePad"}      # encoded from a pad and a take
