@@ -357,6 +357,17 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     report = Report(before, after, changed, sat.fired if sat else {}, SaturationSummary.of(sat),
                     end - start, notes, credited, phases, estimated, rejected, verification)
     key = _input_key(inputs) if inputs is not None else None
+    if RECOMPUTE in credited and not verify and deadline.left() > 0:
+        # extraction scored the result with copies of chains its lowering may not realise in
+        # full (its estimate as written is then dearer): the best candidate without copies is
+        # tried too, and the cheaper kept as written
+        alone = optimize_fusion(fusion, inputs, **{**options, "recompute": False, "deadline_s":
+                                                   None if deadline_s is None else deadline.left()})
+        if alone.report.after.time_us < after.time_us:
+            report = alone.report
+            report.notes.append(f"without recomputed chains: predicted {alone.report.after.time_us:.1f} us, "
+                                f"with them {after.time_us:.1f} us")
+            result = alone.fusion
     return OptimizedFusion(fusion, result, report, options, key)
 
 
