@@ -15,11 +15,10 @@ device time (bench/gpu_timing.timed_run), and the cost model's prediction.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
-from gpu_timing import timed_run, write_rows
+from gpu_timing import side_by_side_args, timed_run, write_rows
 
 import eqsat
 from eqsat.ir.dtypes import DataType
@@ -58,12 +57,8 @@ def definition(shape, dtype, prologue, form):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--json")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench/full_reduction_split.py needs a CUDA GPU and nvFuser", file=sys.stderr)
+    args = side_by_side_args(__doc__, "full_reduction_split.py", 100, argv)
+    if args is None:
         return 2
     rows = []
     for name, (shape, dtype, prologue) in CASES.items():

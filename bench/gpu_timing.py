@@ -3,9 +3,11 @@
 uses), kernel lists from torch.profiler, and the device's copy bandwidth."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +22,20 @@ from eqsat.verification.timing import throughput_us, time_us
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 __all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
-           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows"]
+           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows", "side_by_side_args"]
+
+
+def side_by_side_args(doc: str, script: str, runs: int, argv=None):
+    """The arguments of a side-by-side bench (``--runs``, default ``runs``; ``--json``), or None
+    (with a message) where there is no CUDA GPU."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(f"bench/{script} needs a CUDA GPU and nvFuser", file=sys.stderr)
+        return None
+    return args
 
 
 @dataclass

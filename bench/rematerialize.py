@@ -15,11 +15,9 @@ of each (the fusion: eqsat.testing.silu_amax_backward).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-import torch
-from gpu_timing import timed_run, write_rows
+from gpu_timing import side_by_side_args, timed_run, write_rows
 
 import eqsat
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
@@ -37,12 +35,8 @@ def direct_definition(recomputed: bool):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--json")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench/rematerialize.py needs a CUDA GPU and nvFuser", file=sys.stderr)
+    args = side_by_side_args(__doc__, "rematerialize.py", 50, argv)
+    if args is None:
         return 2
     rows = []
     for shape in SHAPES:
