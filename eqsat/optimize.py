@@ -313,41 +313,36 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     if a.model is not None:
         a.model.recompute = recompute
     notes = _analysis_notes(a, limits or Limits(), deadline)
-    result, before, after, changed, credited = fusion, Estimate(), Estimate(), False, []
-    estimated, rejected, lowered = False, [], []
     phases = {"read": deadline.began - start, **a.phases}
+    pick = _Pick(fusion)
     if a.cut is None:
-        t_extract = time.perf_counter()
-        lower_s = a.phases["encode"]        # lowering takes about as long as encoding (less, measured)
-        ex = extract(a.dump, a.roots, a.original, a.model, budget_s=search_seconds,
-                     until=deadline.before(lower_s), guess_s=a.before_s)
-        t_lower = time.perf_counter()
-        before = a.before or ex.base.estimate or Estimate()
-        estimated = a.before is not None or ex.base.estimate is not None
-        if verify:
-            lowered = _lower_candidates(fusion, a, ex, before, deadline, lower_s, relower, notes, rejected)
-        else:
-            margin = _Margin(prof, min_gain, before)
-            result, after, changed, credited = _choose(fusion, a, ex, before, margin, deadline, lower_s,
-                                                       relower, notes, rejected)
-        if changed and extents is None:
-            if deadline.left() >= a.phases["encode"] + a.before_s:     # reading it again, then its estimate
-                result, after, changed = _confirm_cheaper(fusion, result, after, before, inputs,
-                                                          default_extent, prof, rejected)
-            else:
-                result, after, changed = fusion, before, False
-                notes.append(deadline.note("the fresh estimate of the lowered candidate", "kept the input"))
-        credited = credited if changed else []
-        phases["extract"] += t_lower - t_extract
-        phases["lower"] = time.perf_counter() - t_lower
+        pick = _extract_and_choose(fusion, a, prof, inputs, options, deadline, notes)
+        spent = [pick.phases]
+        if RECOMPUTE in pick.credited and not verify and deadline.left() > 0:
+            # extraction scored the result with copies of chains its lowering may not realise in
+            # full (its estimate as written is then dearer): the best candidate without copies
+            # is extracted from the same e-graph too, and the cheaper kept as written
+            a.model.recompute = False
+            alone = _extract_and_choose(fusion, a, prof, inputs, options, deadline, [])
+            a.model.recompute = recompute
+            spent.append(alone.phases)
+            if alone.changed and alone.after.time_us < pick.after.time_us:
+                notes.append(f"without recomputed chains: predicted {alone.after.time_us:.1f} us, "
+                             f"with them {pick.after.time_us:.1f} us")
+                alone.rejected = pick.rejected + alone.rejected
+                pick = alone
+        for stage, seconds in (kv for p in spent for kv in p.items()):
+            phases[stage] = phases.get(stage, 0.0) + seconds
+    result, before, after, changed, credited = pick.result, pick.before, pick.after, pick.changed, pick.credited
+    rejected = pick.rejected
     verification = None
-    if verify and lowered:
-        verification = verify_on_gpu(fusion, [c.fusion for c in lowered],
-                                     [before.time_us] + [c.estimate.time_us for c in lowered], inputs,
+    if verify and pick.lowered:
+        verification = verify_on_gpu(fusion, [c.fusion for c in pick.lowered],
+                                     [before.time_us] + [c.estimate.time_us for c in pick.lowered], inputs,
                                      runner, VerificationCache(cache_dir))
         phases["verify"] = verification.seconds
-        result, after, changed, credited = _verified(fusion, before, lowered, verification, rejected)
-    elif verify and estimated:
+        result, after, changed, credited = _verified(fusion, before, pick.lowered, verification, rejected)
+    elif verify and pick.estimated:
         notes.append("verify='gpu': no candidate was predicted cheaper than the input; nothing to time")
     if not changed:
         after = before
@@ -355,20 +350,58 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     phases["total"] = end - start
     sat = a.sat
     report = Report(before, after, changed, sat.fired if sat else {}, SaturationSummary.of(sat),
-                    end - start, notes, credited, phases, estimated, rejected, verification)
+                    end - start, notes, credited, phases, pick.estimated, rejected, verification)
     key = _input_key(inputs) if inputs is not None else None
-    if RECOMPUTE in credited and not verify and deadline.left() > 0:
-        # extraction scored the result with copies of chains its lowering may not realise in
-        # full (its estimate as written is then dearer): the best candidate without copies is
-        # tried too, and the cheaper kept as written
-        alone = optimize_fusion(fusion, inputs, **{**options, "recompute": False, "deadline_s":
-                                                   None if deadline_s is None else deadline.left()})
-        if alone.report.after.time_us < after.time_us:
-            report = alone.report
-            report.notes.append(f"without recomputed chains: predicted {alone.report.after.time_us:.1f} us, "
-                                f"with them {after.time_us:.1f} us")
-            result = alone.fusion
     return OptimizedFusion(fusion, result, report, options, key)
+
+
+@dataclass
+class _Pick:
+    """What extraction and the choice of a candidate gave: the result (the input where none was
+    kept), the estimates before and after, the rules credited, the candidates lowered for
+    verify="gpu", those rejected, and the seconds extraction and lowering took."""
+    result: Fusion
+    before: Estimate = field(default_factory=Estimate)
+    after: Estimate = field(default_factory=Estimate)
+    changed: bool = False
+    credited: list[str] = field(default_factory=list)
+    estimated: bool = False
+    lowered: list["_Lowered"] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def _extract_and_choose(fusion: Fusion, a: "_Analysis", prof, inputs, options: dict, deadline: Deadline,
+                        notes: list[str]) -> _Pick:
+    """Extraction from the saturated e-graph ``a``, then the best candidate kept where its
+    saving exceeds the margin (``_choose``) and its fresh estimate is below the input's
+    (``_confirm_cheaper``); under verify="gpu", the best few lowered for the GPU to decide."""
+    t_extract = time.perf_counter()
+    lower_s = a.phases["encode"]        # lowering takes about as long as encoding (less, measured)
+    ex = extract(a.dump, a.roots, a.original, a.model, budget_s=options["search_seconds"],
+                 until=deadline.before(lower_s), guess_s=a.before_s)
+    t_lower = time.perf_counter()
+    p = _Pick(fusion, before=a.before or ex.base.estimate or Estimate(),
+              estimated=a.before is not None or ex.base.estimate is not None)
+    p.after = p.before
+    if options["verify"]:
+        p.lowered = _lower_candidates(fusion, a, ex, p.before, deadline, lower_s, options["relower"],
+                                      notes, p.rejected)
+    else:
+        margin = _Margin(prof, options["min_gain"], p.before)
+        p.result, p.after, p.changed, p.credited = _choose(fusion, a, ex, p.before, margin, deadline, lower_s,
+                                                           options["relower"], notes, p.rejected)
+    if p.changed and options["extents"] is None:
+        if deadline.left() >= a.phases["encode"] + a.before_s:     # reading it again, then its estimate
+            p.result, p.after, p.changed = _confirm_cheaper(fusion, p.result, p.after, p.before, inputs,
+                                                            options["default_extent"], prof, p.rejected)
+        else:
+            p.result, p.after, p.changed = fusion, p.before, False
+            notes.append(deadline.note("the fresh estimate of the lowered candidate", "kept the input"))
+    p.credited = p.credited if p.changed else []
+    p.phases = {"extract": t_lower - t_extract,
+                "lower": time.perf_counter() - t_lower}
+    return p
 
 
 def _check_min_gain(min_gain) -> None:
