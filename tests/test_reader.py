@@ -108,6 +108,25 @@ def test_the_language_repros_are_written_in(tmp_path):
     torch.testing.assert_close(out, x.float().mean(1) * 2 + 1)
 
 
+def test_non_finite_statistics_printed_as_bare_names_are_those_floats():
+    """A capture that formats a tensor's statistics with ``:.4g`` prints ``nan`` and ``inf``
+    where the tensor held non-finite values; the reader takes them as the floats Python prints
+    so, unless the file binds the name itself."""
+    text = HEADER + DEFINITION + textwrap.dedent('''
+        inputs = [
+            torch.randn(4).mul(1).add(nan).clamp(nan, nan).to(torch.float32),
+            torch.full((2,), -inf),
+        ]
+        ''')
+    repro = eqsat.from_source(text)
+    x, y = repro.inputs
+    assert x.isnan().all() and (y == float("-inf")).all()
+    (out,) = eqsat.run_fusion(repro.fusion, [x], strict=True)
+    assert out.isnan().all()
+    bound = HEADER + DEFINITION + "\nnan = 2.0\ninputs = [torch.full((3,), nan)]\n"
+    assert (eqsat.from_source(bound).inputs[0] == 2.0).all()
+
+
 def test_unreadable_text_is_a_clean_error(tmp_path):
     bom = tmp_path / "bom.py"
     bom.write_bytes(b"\xef\xbb\xbf" + (HEADER + DEFINITION + INPUTS).encode())

@@ -9,6 +9,9 @@ tree and evaluate just that:
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
   and on values it returned, ``fd.add_output(...)``; expressions of literals, names bound
   before, lists and tuples, ``DataType.X``, ``float("inf")``-style constants, arithmetic;
+  the bare names ``nan`` and ``inf``, not bound by the file, are those floats (Python prints
+  them so: a capture that formats a tensor's statistics with ``f"{x:.4g}"`` writes ``nan``
+  where the tensor held non-finite values);
 - at the top level: ``import torch``, imports of ``nvfuser``/``nvfuser_direct`` (also inside
   ``try``/``except ImportError``), ``torch.manual_seed(n)``, names bound to input expressions,
   ``inputs = [...]``; ``with FusionDefinition() as fd: ...`` and ``fd.execute(...)`` are skipped;
@@ -71,6 +74,8 @@ TENSOR_METHODS = frozenset("""
 BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
                                  "len": len, "abs": abs, "min": min, "max": max, "round": round,
                                  "list": list, "tuple": tuple}
+# floats Python prints as bare names
+NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
            ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
@@ -173,6 +178,8 @@ class Reader:
             return value
         if node.id in BUILTINS:
             return BUILTINS[node.id]
+        if node.id in NON_FINITE:
+            return NON_FINITE[node.id]
         if node.id in dir(builtins):
             raise self.refuse(node, f"the builtin {node.id}")
         raise FusionError(f"name {node.id!r} is not defined", line=node.lineno, filename=self.filename)
