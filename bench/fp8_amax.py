@@ -4,16 +4,19 @@ torch eager; torch.compile. Per run: ``us`` at steady state (calls issued back t
 speedups are of this), ``latency_us`` (one call at a time, host cost inside), ``device_us``
 (the kernels' own time, torch.profiler), the kernels, and whether the outputs agree with
 torch eager (dtype tolerance). The table ends with eqsat / hand split at steady state; the
-target (H200, 16384x4096 bf16): within 1.05x for rmsnorm and swiglu.
+target (H200, 16384x4096 bf16): within 1.05x for rmsnorm and swiglu. ``--verify`` adds a row
+of eqsat with ``verify="gpu"`` (a fresh cache: the GPU times the candidates), with the seconds
+verification took and the candidate kept; the target then also reads that row.
 
     python bench/fp8_amax.py [--families rmsnorm,swiglu] [--shape 16384x4096]
-                             [--amax-of scaled|unscaled|both] [--min-gain F] [--runs 100] [--quick]
+                             [--amax-of scaled|unscaled|both] [--min-gain F] [--runs 100] [--quick] [--verify]
                              [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 
 import torch
 from gpu_timing import timed_run, write_rows
@@ -24,6 +27,7 @@ from eqsat.testing.fp8_amax import DEMO_SHAPE, FAMILIES, definition, make_inputs
 
 TARGET, TARGETED = 1.05, ("rmsnorm", "swiglu")      # eqsat / hand split, at steady state
 GIVEN, OURS, HAND = "nvFuser as given", "nvFuser + eqsat", "nvFuser hand split"
+VERIFIED = "nvFuser + eqsat (verify)"
 
 
 def parse_args(argv):
@@ -37,6 +41,7 @@ def parse_args(argv):
                         help="optimize_fusion's min_gain (default: the profile's margin, the cost model's error)")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="skip torch.compile")
+    parser.add_argument("--verify", action="store_true", help="add eqsat with verify='gpu' (timed afresh)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     args.families = [f for f in args.families.split(",") if f]
@@ -47,13 +52,23 @@ def parse_args(argv):
     return args
 
 
-def measure(family: str, scaled: bool, shape, runs: int, quick: bool, min_gain=None) -> list[dict]:
+def measure(family: str, scaled: bool, shape, runs: int, quick: bool, min_gain=None,
+            verify: bool = False) -> list[dict]:
     """The rows of one family and form at ``shape``: one per run."""
     inputs = make_inputs(family, *shape, device="cuda")
     as_given = definition(family, scaled_amax=scaled)
     opt = eqsat.optimize_fusion(as_given, inputs, min_gain=min_gain)
     fds = {GIVEN: to_nvfuser(eqsat.from_function(as_given)), OURS: opt.to_nvfuser(),
            HAND: to_nvfuser(eqsat.from_function(definition(family, split=True, scaled_amax=scaled)))}
+    extra = {}
+    if verify:
+        with tempfile.TemporaryDirectory() as cache:
+            checked = eqsat.optimize_fusion(as_given, inputs, verify="gpu", cache_dir=cache)
+        v = checked.report.verification
+        fds[VERIFIED] = checked.to_nvfuser()
+        extra[VERIFIED] = {"verify_s": v.seconds if v else 0.0, "kept": v.kept if v else -1,
+                           "verified_us": [m.measured_us for m in v.measurements] if v else [],
+                           "rules": checked.report.rules}
     reference = torch_reference(family, scaled_amax=scaled)
     calls = {label: (lambda fd=fd: fd.execute(inputs)) for label, fd in fds.items()}
     calls["torch eager"] = lambda: reference(*inputs)
@@ -68,7 +83,8 @@ def measure(family: str, scaled: bool, shape, runs: int, quick: bool, min_gain=N
     rows = []
     for label, fn in calls.items():
         rows.append({"family": family, "amax_of": "y*s" if scaled else "y", "shape": list(shape), "run": label,
-                     **timed_run(label, fn, want, runs), "predicted_us": {"before": b.time_us, "after": a.time_us}})
+                     **timed_run(label, fn, want, runs), "predicted_us": {"before": b.time_us, "after": a.time_us},
+                     **extra.get(label, {})})
     return rows
 
 
@@ -85,11 +101,15 @@ def table(rows) -> str:
         base = runs[GIVEN]["us"]
         cells = [f"{runs[n]['us']:8.1f} us {base / runs[n]['us']:5.2f}x" if n in runs else f"{'-':>20s}"
                  for n in names]
-        ratio = runs[OURS]["us"] / runs[HAND]["us"]
-        verdict = ("" if family not in TARGETED else "  target met" if ratio <= TARGET
-                   else f"  target {TARGET}x MISSED")
-        lines.append(f"{family:10s} {amax_of:4s} {'x'.join(map(str, shape)):>10s}  " + "  ".join(cells)
-                     + f"  {ratio:10.3f}  ({runs[OURS]['device_us'] / runs[HAND]['device_us']:.3f}){verdict}")
+        for ours in (OURS, VERIFIED):
+            if ours not in runs:
+                continue
+            ratio = runs[ours]["us"] / runs[HAND]["us"]
+            verdict = ("" if family not in TARGETED else "  target met" if ratio <= TARGET
+                       else f"  target {TARGET}x MISSED")
+            lines.append(f"{family:10s} {amax_of:4s} {'x'.join(map(str, shape)):>10s}  " + "  ".join(cells)
+                         + f"  {ratio:10.3f}  ({runs[ours]['device_us'] / runs[HAND]['device_us']:.3f})"
+                         f"{verdict}{' (verify)' if ours == VERIFIED else ''}")
     return "\n".join(lines)
 
 
@@ -100,7 +120,7 @@ def main(argv=None) -> int:
         return 2
     forms = {"scaled": [True], "unscaled": [False], "both": [True, False]}[args.amax_of]
     rows = [r for family in args.families for scaled in forms
-            for r in measure(family, scaled, args.shape, args.runs, args.quick, args.min_gain)]
+            for r in measure(family, scaled, args.shape, args.runs, args.quick, args.min_gain, args.verify)]
     print("\n" + table(rows))
     if args.json:
         write_rows(args.json, rows)

@@ -212,13 +212,29 @@ def test_the_cache_folder_comes_from_the_argument_the_environment_or_home(tmp_pa
     assert cache_root() == tmp_path / "home" / ".cache" / "eqsat"
 
 
-def test_nothing_is_timed_where_no_candidate_is_predicted_cheaper(tmp_path):
+def test_nothing_is_timed_where_no_candidate_is_predicted_cheaper_or_near_the_input(tmp_path):
     seed = SEEDS["reduction_broadcast"]
     runner = FakeRunner()
     opt = optimize_fusion(seed.model_ref, seed.make_inputs(8, 8, 8), verify="gpu", runner=runner,
                           cache_dir=tmp_path)
     assert opt.report.verification is None and runner.seen == [] and not opt.report.changed
     assert any("nothing to time" in n for n in opt.report.notes)
+
+
+def test_a_candidate_predicted_a_little_dearer_is_timed_and_kept_where_the_gpu_says_faster(tmp_path):
+    """SwiGLU's FP8 amax at [2048, 2048]: no candidate is predicted cheaper than the input, but
+    candidates within VERIFY_WINDOW of it are timed, and the GPU's fastest is kept."""
+    from eqsat.optimize import VERIFY_WINDOW
+    from eqsat.testing import fp8_amax
+    runner = FakeRunner(times=(100.0, 95.0, 70.0, 99.0))
+    opt = optimize_fusion(fp8_amax.definition("swiglu"), fp8_amax.make_inputs("swiglu", 2048, 2048),
+                          verify="gpu", runner=runner, cache_dir=tmp_path, deadline_s=None)
+    v = opt.report.verification
+    given, *candidates = v.measurements
+    assert all(c.predicted_us >= given.predicted_us for c in candidates)
+    assert any(c.predicted_us > given.predicted_us for c in candidates)
+    assert all(c.predicted_us < given.predicted_us * (1 + VERIFY_WINDOW) for c in candidates)
+    assert opt.report.changed and v.measurements[v.kept + 1].measured_us == 70.0
 
 
 def test_verification_needs_inputs_with_values_and_says_so(tmp_path):
