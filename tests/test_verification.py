@@ -17,7 +17,7 @@ from eqsat.verification import cache as cache_module
 from eqsat.verification.cache import cache_key, cache_root
 
 SEED = SEEDS["layernorm_amax"]
-SHAPE = (2048, 1024)        # three distinct candidates predicted cheaper than the input
+SHAPE = (2048, 1024)        # four distinct candidates predicted cheaper than the input, or near it
 
 
 class FakeRunner:
@@ -25,7 +25,7 @@ class FakeRunner:
     i-th distinct fusion it is given (the input is run first, then the candidates in order);
     those in ``wrong`` give outputs off by 50%, those in ``fail`` raise."""
 
-    def __init__(self, times=(100.0, 80.0, 60.0, 90.0), wrong=(), fail=(), device="Fake H200",
+    def __init__(self, times=(100.0, 80.0, 60.0, 90.0, 95.0), wrong=(), fail=(), device="Fake H200",
                  versions=None):
         self.times, self.wrong, self.fail = list(times), set(wrong), set(fail)
         self.device = device
@@ -60,40 +60,42 @@ def _optimize(runner, tmp_path, **options):
 
 
 def test_the_fastest_candidate_is_kept_and_the_report_gives_every_measurement(tmp_path):
-    runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0))
+    runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0))
     opt = _optimize(runner, tmp_path)
     v = opt.report.verification
-    assert [m.label for m in v.measurements] == ["input", "candidate 1", "candidate 2", "candidate 3"]
-    assert [m.measured_us for m in v.measurements] == [100.0, 80.0, 60.0, 90.0]
-    assert v.kept == 1 and [m.kept for m in v.measurements] == [False, False, True, False]
+    assert [m.label for m in v.measurements] == ["input", "candidate 1", "candidate 2", "candidate 3",
+                                                     "candidate 4"]
+    assert [m.measured_us for m in v.measurements] == [100.0, 80.0, 60.0, 90.0, 95.0]
+    assert v.kept == 1 and [m.kept for m in v.measurements] == [False, False, True, False, False]
     assert opt.report.changed and opt.fusion == runner.seen[2].with_frontend(opt.original.frontend)
     assert opt.report.after.time_us == v.measurements[2].predicted_us
     assert not v.cached and v.device == "Fake H200" and v.seconds > 0
     assert opt.report.phases["verify"] == v.seconds
     # each fusion timed twice (alternating order), the input first
-    assert sorted(runner.timed) == [0, 0, 1, 1, 2, 2, 3, 3] and runner.timed[0] == 0
+    assert sorted(runner.timed) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and runner.timed[0] == 0
     assert [(r.measured_us, r.reason) for r in opt.report.rejected] == [
         (80.0, "on the GPU: slower than candidate 2 (60.0 us)"),
-        (90.0, "on the GPU: slower than candidate 2 (60.0 us)")]
+        (90.0, "on the GPU: slower than candidate 2 (60.0 us)"),
+        (95.0, "on the GPU: slower than candidate 2 (60.0 us)")]
     text = str(opt.report)
     assert "verified on Fake H200" in text and "candidate 2: " in text and "60.0 us measured (kept)" in text
     summary = opt.report.summary()["verification"]
     assert summary["kept"] == "candidate 2" and summary["cached"] is False
-    assert [m["measured_us"] for m in summary["measurements"]] == [100.0, 80.0, 60.0, 90.0]
+    assert [m["measured_us"] for m in summary["measurements"]] == [100.0, 80.0, 60.0, 90.0, 95.0]
 
 
 def test_the_input_wins_ties_and_candidates_within_one_percent(tmp_path):
-    runner = FakeRunner(times=(100.0, 99.5, 99.2, 100.0))
+    runner = FakeRunner(times=(100.0, 99.5, 99.2, 100.0, 99.9))
     opt = _optimize(runner, tmp_path)
     assert not opt.report.changed and opt.fusion == opt.original
     assert opt.report.after is opt.report.before
     assert opt.report.verification.kept == -1 and opt.report.verification.measurements[0].kept
-    assert len(opt.report.rejected) == 3
+    assert len(opt.report.rejected) == 4
     assert all("not more than 1% faster than the input (100.0 us)" in r.reason for r in opt.report.rejected)
 
 
 def test_a_candidate_whose_outputs_disagree_is_rejected_and_not_timed(tmp_path):
-    runner = FakeRunner(times=(100.0, 50.0, 60.0, 90.0), wrong={1})
+    runner = FakeRunner(times=(100.0, 50.0, 60.0, 90.0, 95.0), wrong={1})
     opt = _optimize(runner, tmp_path)
     v = opt.report.verification
     assert 1 not in runner.timed
@@ -105,7 +107,7 @@ def test_a_candidate_whose_outputs_disagree_is_rejected_and_not_timed(tmp_path):
 
 
 def test_a_candidate_that_fails_on_the_device_is_rejected(tmp_path):
-    runner = FakeRunner(times=(100.0, 50.0, 60.0, 90.0), fail={1})
+    runner = FakeRunner(times=(100.0, 50.0, 60.0, 90.0, 95.0), fail={1})
     opt = _optimize(runner, tmp_path)
     problem = opt.report.verification.measurements[1].problem
     assert problem == "failed on the GPU: RuntimeError: nvFuser: segmentation failed"
@@ -118,12 +120,12 @@ def test_the_input_failing_on_the_device_is_an_error(tmp_path):
 
 
 def test_a_cached_decision_is_not_timed_again(tmp_path):
-    first = _optimize(FakeRunner(times=(100.0, 80.0, 60.0, 90.0)), tmp_path)
-    runner = FakeRunner(times=(1.0, 1.0, 1.0, 1.0))       # would keep the input if it timed
+    first = _optimize(FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0)), tmp_path)
+    runner = FakeRunner(times=(1.0, 1.0, 1.0, 1.0, 1.0))       # would keep the input if it timed
     again = _optimize(runner, tmp_path)
     v = again.report.verification
     assert v.cached and runner.timed == [] and runner.seen == []
-    assert [m.measured_us for m in v.measurements] == [100.0, 80.0, 60.0, 90.0]
+    assert [m.measured_us for m in v.measurements] == [100.0, 80.0, 60.0, 90.0, 95.0]
     assert again.fusion == first.fusion and again.report.changed
     assert v.cache_file == first.report.verification.cache_file
     assert "from the cache" in str(again.report)
@@ -154,7 +156,7 @@ def test_a_damaged_cache_file_is_ignored_with_a_warning_and_overwritten(tmp_path
         text = json.dumps(data)
     with open(path, "w") as f:
         f.write(text)
-    runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0))
+    runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0))
     with pytest.warns(UserWarning, match=re.escape(path)):
         opt = _optimize(runner, tmp_path)
     assert not opt.report.verification.cached and runner.timed          # measured afresh
