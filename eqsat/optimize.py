@@ -382,7 +382,7 @@ def _extract_and_choose(fusion: Fusion, a: "_Analysis", prof, inputs, options: d
     t_extract = time.perf_counter()
     lower_s = a.phases["encode"]        # lowering takes about as long as encoding (less, measured)
     ex = extract(a.dump, a.roots, a.original, a.model, budget_s=options["search_seconds"],
-                 keep=VERIFY_CANDIDATES if options["verify"] else 3,
+                 keep=VERIFY_CANDIDATES,
                  until=deadline.before(lower_s), guess_s=a.before_s)
     t_lower = time.perf_counter()
     p = _Pick(fusion, before=a.before or ex.base.estimate or Estimate(),
@@ -534,7 +534,7 @@ class _Lowered:
 # 6.6% dearer than the single grid reduction at [16384, 4096] (H200 profile) and ran 1.20x
 # faster on an H100 (bench/results/h100_fp8_amax_035_s31.json, "nvFuser hand split").
 VERIFY_WINDOW = 0.10
-# Under verify="gpu", the candidates timed at most. SwiGLU's FP8 amax: the split over the rows
+# Under verify="gpu", the candidates timed at most (extraction keeps this many). SwiGLU's FP8 amax: the split over the rows
 # first is predicted 139.0 us, over the hidden axis first 141.2 us (4th of the best scored),
 # and on an H100 they ran 161.5 and 126.9 us (bench/results/h100_fp8_amax_035_s31.json).
 VERIFY_CANDIDATES = 4
@@ -551,9 +551,7 @@ def _lower_candidates(fusion: Fusion, a: "_Analysis", ex, before: Estimate, dead
         notes.append(deadline.note("extraction", "the candidates scored by then are verified"))
     out: list[_Lowered] = []
     for choice in ex.top:
-        if choice.estimate is None:
-            continue
-        if _saving(before, choice.estimate) <= -VERIFY_WINDOW:
+        if choice.estimate is None or _saving(before, choice.estimate) <= -VERIFY_WINDOW:
             continue
         if deadline.left() < lower_s:
             notes.append(deadline.note("lowering", f"{len(out)} candidates lowered"))

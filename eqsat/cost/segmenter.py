@@ -125,7 +125,6 @@ class Segment:
     kernel: object
     extra_reads: set = field(default_factory=set)   # values outside it that it recomputes from
     partials: list = field(default_factory=list)    # inner-outer: the outer reductions (partial results)
-    recomputed: set = field(default_factory=set)    # other kernels' values it recomputes from inputs
 
 
 class Segmenter:
@@ -551,24 +550,17 @@ class Segmenter:
         and does not already read take fewer bytes than the value. Kernels that share their
         group with another (inner-outer) are left as they are. Whether recomputing pays once
         arithmetic is counted is the cost model's to decide (``CostModel.estimate``)."""
-        nodes, part_of = self.nodes, {}
+        nodes = self.nodes
         counts: dict = {}
         for s in segments:
             counts[s.kernel] = counts.get(s.kernel, 0) + 1
-        for s in segments:
-            for m in s.members:
-                part_of[m] = s.kernel
         plans = {}
         for i, s in enumerate(segments):
             if counts[s.kernel] > 1:
                 continue
             inside = set(s.members)
-            reads = {}
-            for m in s.members:
-                for k in nodes[m].kids:
-                    k = self.privatized.get(k, k)
-                    if k not in inside and not nodes[k].is_scalar and k not in self.factories:
-                        reads[k] = self.model.nbytes(nodes[k])
+            reads = {k: self.model.nbytes(nodes[k]) for m in s.members for k in self._tensor_kids(m)
+                     if k not in inside}
             recomputed: set[int] = set()
             for r in sorted((k for k in reads if k in self.in_compute), key=lambda k: (-reads[k], self.position[k])):
                 if r in recomputed or r not in reads:
@@ -609,9 +601,14 @@ class Segmenter:
     def _chain_inputs(self, cone: set[int]) -> set[int]:
         """The tensors a kernel reads to recompute ``cone``: fusion inputs and values outside
         the kernels (no scalars, no factories)."""
+        return {k for v in cone for k in self._tensor_kids(v) if k not in cone}
+
+    def _tensor_kids(self, v) -> list[int]:
+        """The tensors node ``v`` reads, as a kernel reads them: a privatized upcast's input in
+        its place, no scalars, no factories (recomputed in each kernel)."""
         nodes = self.nodes
-        return {k for v in cone for k in (self.privatized.get(k, k) for k in nodes[v].kids)
-                if k not in cone and not nodes[k].is_scalar and k not in self.factories}
+        return [k for k in (self.privatized.get(k, k) for k in nodes[v].kids)
+                if not nodes[k].is_scalar and k not in self.factories]
 
     def recomputed_factories(self, order) -> set[int]:
         """Ops that make a tensor from scalars alone (full, iota, random; the e-graph's Iota):
