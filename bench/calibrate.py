@@ -9,7 +9,7 @@ profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)``
 Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
 bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
 bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
-axes and over rows (a full reduction with a compute-heavy prologue, and its first stage), each
+axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages), each
 from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA
 events, median), the kernels nvFuser runs (torch.profiler, their device time), and the cost
 model's prediction of the same fusion.
@@ -92,6 +92,14 @@ def silu_row_amax(fd):
     fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[1]))
 
 
+def silu_col_amax(fd):
+    """silu_amax's other first stage: max |y| over the outer axis (an outer reduction with a
+    compute-heavy prologue; nvFuser's outer scheduler, unlike its inner one)."""
+    y = _silu_product(fd)
+    fd.add_output(y)
+    fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[0]))
+
+
 def broadcast_product_sum(fd):
     """sum_k x[i,k] * b[i,j]: N*K*J multiply-adds in one reduction kernel."""
     reduction_broadcast_ref(fd)
@@ -144,6 +152,7 @@ def microbenchmarks():
         out.append(("full_sum_2d_c4096", full_sum_2d, [(r, c)]))
         out.append(("silu_amax_c4096", silu_amax, [(r, c), (r, c)]))
         out.append(("silu_row_amax_c4096", silu_row_amax, [(r, c), (r, c)]))
+        out.append(("silu_col_amax_c4096", silu_col_amax, [(r, c), (r, c)]))
     return out
 
 
