@@ -36,6 +36,8 @@ from eqsat.ir.dtypes import DataType
 from eqsat.testing.seeds import reduction_broadcast_ref
 
 F32 = DataType.Float
+BF16 = DataType.BFloat16
+BF16_SUFFIX = "_bf16"     # microbenchmarks so named take bfloat16 inputs (else float32)
 
 
 def _tensor(fd, rank, dtype=F32):
@@ -100,6 +102,20 @@ def silu_col_amax(fd):
     fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[0]))
 
 
+def _silu_amax_bf16(dims):
+    """max |silu(a)| over ``dims`` of a bfloat16 ``a``, SiLU written as Thunder writes it
+    (a / (1 + exp(-a)) as neg, exp, add, reciprocal, mul, in float32) and nothing else
+    written: 13 counted flops per 2 bytes read, compute-bound on an H100 or H200, so these fit
+    the reductions' arithmetic throughput (a full reduction's, an inner and an outer one)."""
+    def fusion(fd):
+        a = fd.ops.cast(_tensor(fd, 2, BF16), F32)
+        e = fd.ops.exp(fd.ops.neg(a))
+        y = fd.ops.mul(a, fd.ops.reciprocal(fd.ops.add(e, fd.define_scalar(1.0, dtype=DataType.Double))))
+        fd.add_output(fd.ops.max(fd.ops.abs(y), dims=dims))
+    fusion.__name__ = f"silu_amax_bf16_over_{'_'.join(map(str, dims))}"
+    return fusion
+
+
 def broadcast_product_sum(fd):
     """sum_k x[i,k] * b[i,j]: N*K*J multiply-adds in one reduction kernel."""
     reduction_broadcast_ref(fd)
@@ -153,6 +169,10 @@ def microbenchmarks():
         out.append(("silu_amax_c4096", silu_amax, [(r, c), (r, c)]))
         out.append(("silu_row_amax_c4096", silu_row_amax, [(r, c), (r, c)]))
         out.append(("silu_col_amax_c4096", silu_col_amax, [(r, c), (r, c)]))
+    for r, c in [(1 << p, 4096) for p in (10, 12, 14, 15)]:   # compute-bound: bfloat16 inputs
+        out.append(("silu_amax_c4096_bf16", _silu_amax_bf16([0, 1]), [(r, c)]))
+        out.append(("silu_row_amax_c4096_bf16", _silu_amax_bf16([1]), [(r, c)]))
+        out.append(("silu_col_amax_c4096_bf16", _silu_amax_bf16([0]), [(r, c)]))
     return out
 
 
@@ -167,11 +187,12 @@ def measure(runs: int, only=None) -> list[dict]:
     for name, fn, shapes in microbenchmarks():
         if only and not any(name.startswith(o) for o in only):
             continue
-        inputs = [torch.randn(*s, device="cuda", generator=gen) for s in shapes]
+        dtype = _input_dtype(name)
+        inputs = [torch.randn(*s, device="cuda", generator=gen).to(dtype) for s in shapes]
         fd = to_nvfuser(eqsat.from_function(fn))
         t = time_us(lambda: fd.execute(inputs), runs, max_seconds=1.0)
         kernels = profile_kernels(lambda: fd.execute(inputs), repeats=5)
-        predicted = _predicted(fn, shapes)
+        predicted = _predicted(fn, shapes, dtype)
         records.append({
             "name": name, "shapes": shapes, "execute_us": t,
             "kernels": [{"name": k.name, "us": k.us} for k in kernels], "predicted": predicted,
@@ -182,10 +203,17 @@ def measure(runs: int, only=None) -> list[dict]:
     return records
 
 
-def _predicted(fn, shapes) -> list[dict]:
+def _input_dtype(name: str):
     import torch
 
-    est = eqsat.estimate_fusion(eqsat.from_function(fn), [torch.empty(*s, device="meta") for s in shapes])
+    return torch.bfloat16 if name.endswith(BF16_SUFFIX) else torch.float32
+
+
+def _predicted(fn, shapes, dtype) -> list[dict]:
+    import torch
+
+    est = eqsat.estimate_fusion(eqsat.from_function(fn),
+                                [torch.empty(*s, device="meta", dtype=dtype) for s in shapes])
     return [{"kind": k.kind, "bytes": k.bytes, "flops": k.flops} for k in est.kernels]
 
 
@@ -196,7 +224,7 @@ def repredict(records: list[dict]) -> None:
     for r in records:
         fn = defs.get((r["name"], tuple(map(tuple, r["shapes"]))))
         if fn is not None:
-            r["predicted"] = _predicted(fn, r["shapes"])
+            r["predicted"] = _predicted(fn, r["shapes"], _input_dtype(r["name"]))
 
 
 def _kernel_time(launch, bw, gf, nbytes, flops):

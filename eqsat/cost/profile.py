@@ -2,8 +2,8 @@
 
 A profile is a JSON file (``bench/calibrate.py`` writes one); the package ships
 ``profiles/h200_host_fit.json`` (the default) and ``profiles/h200.json``. Its ``kinds`` hold the
-constants of each kernel kind (:data:`KINDS`); one written before ``grid_reduction`` was told
-apart from ``reduction`` gives it the reduction's. Its optional ``error`` table (``eqsat.cost.error_table``;
+constants of each kernel kind (:data:`KINDS`); one written before ``grid_reduction`` or
+``outer_reduction`` was told apart from ``reduction`` gives it the reduction's. Its optional ``error`` table (``eqsat.cost.error_table``;
 ``bench/corpus.py --fit-error`` writes it) is the model's measured error, the margin a rewrite's
 predicted saving must exceed.
 """
@@ -18,10 +18,10 @@ from eqsat.errors import FusionError
 
 from .error_table import ErrorTable
 
-KINDS = ("pointwise", "reduction", "grid_reduction", "normalization")
+KINDS = ("pointwise", "reduction", "outer_reduction", "grid_reduction", "normalization")
 # a kind a profile may leave out, and the kind whose constants it then takes (profiles written
 # before the kind was told apart)
-FALLBACK_KINDS = {"grid_reduction": "reduction"}
+FALLBACK_KINDS = {"grid_reduction": "reduction", "outer_reduction": "reduction"}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ lists them):
 - kernels of a group: :meth:`Segmenter.views_alone` (no kernel), :meth:`Segmenter.output_views`
   (an output's views join no kernel),
   :meth:`Segmenter.innermost_reduction_epilogue`, :meth:`Segmenter.inner_outer_persistent`,
-  :meth:`Segmenter.reduction_kind` (a reduction to one element is a grid reduction);
+  :meth:`Segmenter.reduction_kind` (a reduction to one element is a grid reduction, one that
+  keeps the innermost axis an outer reduction);
 - :meth:`Segmenter.recomputed_factories` (factory ops belong to no group, unless an output),
   :meth:`Segmenter.privatized_upcasts` (an upcast of an input is recomputed in each kernel);
 - :meth:`Segmenter.recomputed_chains` (what eqsat's lowering makes a kernel recompute from the
@@ -135,7 +136,8 @@ class Segmenter:
     inputs; ``inner``: node -> the label of its innermost dim."""
 
     def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict):
-        self.model, self.nodes, self.sinks, self.inner = model, nodes, sinks, inner
+        self.model, self.nodes, self.sinks = model, nodes, sinks
+        self.inner = dict(inner)        # with what :meth:`innermost` derives (per candidate)
         self.factories = self.recomputed_factories(order)
         self.consumers = consumers_of(nodes, order)
         self.privatized = self.privatized_upcasts(order)
@@ -405,14 +407,57 @@ class Segmenter:
         each of more than ``GRID_MIN`` (a full sum, an FP8 amax, the first stage of a full sum
         split over a short leading axis) is nvFuser's grid reduction, its blocks combining
         through global memory: ``grid_reduction``, with its own constants in the profile
-        (slower per byte than a reduction that keeps many elements: bench/calibrate.py)."""
+        (slower per byte than a reduction that keeps many elements: bench/calibrate.py, and at
+        about half the arithmetic throughput on a compute-heavy prologue). One whose reductions
+        all leave their input's innermost axis (a sum over rows) is nvFuser's outer reduction
+        scheduler: ``outer_reduction`` (as fast per byte; ~1.18x slower on a compute-heavy
+        prologue: bench/calibrate.py's silu_*amax_c4096_bf16 on an H100)."""
         nodes, numel = self.nodes, self.model.numel
         reductions = [m for m in ms if nodes[m].op in REDUCING]
         if reductions and all(numel(nodes[m].labels) <= GRID_MAX_KEPT
                               and numel(self.model.space(nodes, m)) > GRID_MIN * max(numel(nodes[m].labels), 1)
                               for m in reductions):
             return "grid_reduction"
+        if reductions and all(self.is_outer(m) for m in reductions):
+            return "outer_reduction"
         return "reduction"
+
+    def is_outer(self, m) -> bool:
+        """Whether reduction ``m`` keeps its input's innermost axis (False where that axis is
+        not known)."""
+        innermost = self.innermost(self.nodes[m].kids[0])
+        return innermost is not None and not (1 << innermost) & self.nodes[m].attrs[0]
+
+    def innermost(self, n) -> int | None:
+        """The label of node ``n``'s innermost dim: as given (``inner``: the fusion's own
+        values), else as eqsat's lowering lays a new value out
+        (``eqsat.egraph.decode.Lowerer.output_order``): a reduction keeps its input's innermost
+        dim unless it reduces it; an elementwise op takes that of its operand with the most
+        labels, where that operand has all of the op's. None where not known (a kept op)."""
+        known, nodes = self.inner, self.nodes
+        stack = [n]
+        while stack:                # no recursion: a chain may be thousands of ops long
+            top = stack[-1]
+            if top in known:
+                stack.pop()
+                continue
+            node = nodes[top]
+            kid = None
+            if node.op in REDUCING:
+                kid = node.kids[0] if node.kids else None
+            elif node.op != "Leaf" and not node.op.startswith("Kept:") and node.op not in BARRIERS:
+                tensors = [k for k in node.kids if not nodes[k].is_scalar]
+                widest = max(tensors, key=lambda k: bin(nodes[k].labels).count("1"), default=None)
+                kid = widest if widest is not None and nodes[widest].labels == node.labels else None
+            if kid is not None and kid not in known:
+                stack.append(kid)
+                continue
+            stack.pop()
+            inner = known.get(kid) if kid is not None else None
+            if inner is not None and node.op in REDUCING and (1 << inner) & node.attrs[0]:
+                inner = None
+            known[top] = inner
+        return known[n]
 
     def broadcast_back(self, group: Group) -> bool:
         """Whether a pointwise member over the reductions' full space reads a reduction: a
@@ -452,7 +497,7 @@ class Segmenter:
         nodes = self.nodes
         _, reduced_labels = next(iter(keys))
         reductions = [m for m in ms if nodes[m].op in REDUCING]
-        innermost = self.inner.get(nodes[reductions[0]].kids[0]) if reductions else None
+        innermost = self.innermost(nodes[reductions[0]].kids[0]) if reductions else None
         if innermost is None or not (1 << innermost) & reduced_labels:
             return None                     # an outer reduction (or a layout not known)
         ms_set = set(ms)
@@ -479,7 +524,7 @@ class Segmenter:
             return [Segment("normalization", ms, part_of, g, partials=outer)]
         first = [m for m in ms if m not in set(outer)]
         fed = feeding(nodes, outer, set(ms)) - self.factories
-        return [Segment("reduction", first, part_of, g), Segment("reduction", outer, part_of, g, fed)]
+        return [Segment("reduction", first, part_of, g), Segment(self.reduction_kind(outer), outer, part_of, g, fed)]
 
     def translated_repeats(self, order) -> set[int]:
         """A cat of pads of one tensor repeats it: nvFuser (its repeat-to-expand pass) makes
