@@ -229,6 +229,7 @@ def run_variant(base, loss_fn, variant: str, hows, args) -> dict:
                            report=s["records"], eqsat_s=sum(r["optimizer_s"] or 0.0 for r in s["records"]))
             row["steady_ms"] = throughput_us(step, args.runs, args.warmup) / 1e3
             row["latency_ms"] = time_us(step, runs=5, warmup=1) / 1e3
+            row["host_ms"] = host_issue_ms(step)
             kernels = _gpu_timing().profile_kernels(step)
             row.update(device_ms=sum(k.us for k in kernels) / 1e3, kernels=len(kernels),
                        nvfuser_ms=sum(k.us for k in kernels if k.is_nvfuser) / 1e3,
@@ -240,6 +241,19 @@ def run_variant(base, loss_fn, variant: str, hows, args) -> dict:
             fn = opt = step = model = None
             free()
     return {"error": "; ".join(errors)}
+
+
+def host_issue_ms(step, runs: int = 5) -> float:
+    """The median wall time the host takes to issue one step, the GPU idle when it starts: where
+    it exceeds the step's device time, the steady state waits on the host."""
+    samples = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        clock = time.perf_counter()
+        step()
+        samples.append((time.perf_counter() - clock) * 1e3)
+    torch.cuda.synchronize()
+    return sorted(samples)[len(samples) // 2]
 
 
 def _gpu_timing():

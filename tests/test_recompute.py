@@ -25,10 +25,15 @@ def optimized():
 
 def test_the_tail_recomputes_the_chain_and_reads_half_the_bytes(optimized):
     """One chain as written: the tail kernel reads four fp32 intermediates (16 bytes an
-    element); recomputing them from x (2 bytes) is credited, and lowers the chain twice."""
+    element); recomputing them from x (2 bytes) is credited, and lowers the chain twice. The
+    count (a full sum, compute-bound: the chain's exp and reciprocal) is split too, its first
+    stage over the innermost axis (a compute-bound grid reduction ran 1.9x longer than an inner
+    one on an H100: bench/results/h100_calibration_silu_bf16_035_s32.json)."""
     before, after = optimized.report.before, optimized.report.after
-    assert optimized.report.rules == ["recompute_chains"]
-    assert len(before.kernels) == len(after.kernels) == 2
+    assert set(optimized.report.rules) == {"recompute_chains", "split-sum-lowest-axis-first",
+                                           "split-sum-lowest-axis-last"}
+    assert [k.kind for k in before.kernels] == ["grid_reduction", "pointwise"]
+    assert sorted(k.kind for k in after.kernels) == ["pointwise", "reduction", "reduction"]
     assert after.bytes < 0.7 * before.bytes
     assert after.time_us < 0.6 * before.time_us
     assert _ops(optimized.fusion, "exp") == 2 * _ops(eqsat.ingest(definition()), "exp") == 2
@@ -71,12 +76,18 @@ def test_the_definition_as_written_is_estimated_without_copies(optimized):
 def test_the_hand_written_copy_is_priced_like_eqsats(optimized):
     """The fusion with the copy written by hand: the estimate reads the copy as a chain of its
     own (the encoding merges equal terms; the estimate separates them again), as nvFuser runs
-    it, and eqsat leaves it as it is."""
+    it: its tail kernel and the bytes its count reads are eqsat's. Optimized, it reaches
+    eqsat's result (the count split, the copy kept)."""
+    after = optimized.report.after
     by_hand = eqsat.estimate_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
     assert by_hand.time_us < 0.6 * optimized.report.before.time_us
-    assert by_hand.time_us == pytest.approx(optimized.report.after.time_us, rel=0.05)
+    tail = [k for k in by_hand.kernels if k.kind == "pointwise"]
+    assert len(tail) == 1 and tail[0].bytes == pytest.approx(
+        sum(k.bytes for k in after.kernels if k.kind == "pointwise"), rel=0.01)
+    assert by_hand.bytes == pytest.approx(after.bytes, rel=0.01)
     again = eqsat.optimize_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
-    assert "recompute_chains" not in again.report.rules
+    assert again.report.after.time_us == pytest.approx(after.time_us, rel=0.02)
+    assert _ops(again.fusion, "exp") == 2
 
 
 def test_a_partial_copy_as_thunder_writes_it_is_read_as_written():
@@ -103,5 +114,5 @@ def test_a_partial_copy_as_thunder_writes_it_is_read_as_written():
     as_written = eqsat.estimate_fusion(thunder_like, inputs)
     assert not as_written.recomputed
     opt = eqsat.optimize_fusion(thunder_like, inputs)
-    assert opt.report.rules == ["recompute_chains"]
+    assert "recompute_chains" in opt.report.rules
     assert opt.report.after.time_us < 0.75 * as_written.time_us

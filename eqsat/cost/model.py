@@ -329,6 +329,8 @@ class CostModel:
         other kernels' values it computes again from their inputs (``recomputed_in``: node ->
         the kernels that do, which its own kernel need not write it for)."""
         recomputed_in = recomputed_in or {}
+        if recomputed_in:
+            ms = _live(ms, g, group_of, consumers, sinks, recomputed_in)
         ms_set = set(ms) | recomputed
         reads, written = set(extra_reads), set()
         gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
@@ -357,3 +359,22 @@ class CostModel:
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
                                    flops / (consts.gflops * 1e3))
         return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed))
+
+
+def _live(ms, g, group_of, consumers, sinks, recomputed_in) -> list:
+    """The members of ``ms`` (group ``g``) that its kernel still computes once other kernels
+    recompute what they read of it (``recomputed_in``: node -> the kernels that do): an output,
+    or read by a live member, or read by a kernel that does not recompute it. The rest is dead
+    code in the lowered definition (each kernel has its own copy of the chain)."""
+    live: set = set()
+    grew = True
+    while grew:                      # members come in merge order, not topological order
+        grew = False
+        for m in ms:
+            if m not in live and (m in sinks or any(
+                    c in live if group_of.get(c) == g else
+                    group_of.get(c) is not None and group_of.get(c) not in recomputed_in.get(m, ())
+                    for c in consumers.get(m, ()))):
+                live.add(m)
+                grew = True
+    return [m for m in ms if m in live]
