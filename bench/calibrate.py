@@ -9,7 +9,8 @@ profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)``
 Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
 bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
 bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
-axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages), each
+axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages), the
+bfloat16 amax of a centered SiLU per row (a compute-bound normalization), each
 from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA
 events, median), the kernels nvFuser runs (torch.profiler, their device time), and the cost
 model's prediction of the same fusion.
@@ -116,6 +117,22 @@ def _silu_amax_bf16(dims):
     return fusion
 
 
+def silu_centered_amax_bf16(fd):
+    """max_j |silu(a_ij - mean_i a)| of a bfloat16 ``a``: a persistent normalization (a sum,
+    broadcast back over its row, then the amax) whose second pass is compute-heavy, SiLU
+    written as Thunder writes it; the row stays in registers as the input itself, so nvFuser
+    has nothing to recompute. About 16 counted flops per 2 bytes read: compute-bound, so it
+    fits the normalization kind's arithmetic throughput (the softmax and layer-norm samples,
+    about one flop per byte, are bandwidth-bound and leave it unconstrained)."""
+    a = fd.ops.cast(_tensor(fd, 2, BF16), F32)
+    shape = fd.ops.shape(a)
+    mean = fd.ops.broadcast_in_dim(fd.ops.sum(a, dims=[1]), shape=shape, broadcast_dims=[0])
+    c = fd.ops.sub(a, fd.ops.div(mean, fd.ops.cast(fd.ops.size(a, dim=1), F32)))
+    e = fd.ops.exp(fd.ops.neg(c))
+    y = fd.ops.mul(c, fd.ops.reciprocal(fd.ops.add(e, fd.define_scalar(1.0, dtype=DataType.Double))))
+    fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[1]))
+
+
 def broadcast_product_sum(fd):
     """sum_k x[i,k] * b[i,j]: N*K*J multiply-adds in one reduction kernel."""
     reduction_broadcast_ref(fd)
@@ -173,6 +190,7 @@ def microbenchmarks():
         out.append(("silu_amax_c4096_bf16", _silu_amax_bf16([0, 1]), [(r, c)]))
         out.append(("silu_row_amax_c4096_bf16", _silu_amax_bf16([1]), [(r, c)]))
         out.append(("silu_col_amax_c4096_bf16", _silu_amax_bf16([0]), [(r, c)]))
+        out.append(("silu_centered_amax_c4096_bf16", silu_centered_amax_bf16, [(r, c)]))
     return out
 
 

@@ -721,7 +721,8 @@ def _choices(fusion: Fusion, enc, d, scope: int, concrete: dict, prof, sat) -> _
     model = CostModel(prof, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
                       outputs={cls[t] for t in output_terms}, aliased=aliased,
                       inner={cls[t]: b for t, b in inner.items()},
-                      alias_segments=len(alias_output_sources(fusion)), output_count=len(fusion.outputs))
+                      alias_segments=len(alias_output_sources(fusion)), output_count=len(fusion.outputs),
+                      shape_only={cls[t] for t in enc.shape_only})
     return _Analysis(enc, d, cls, original, roots, model, sat, None)
 
 
@@ -741,7 +742,7 @@ def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
         inner.update((c, inner[t]) for t, c in copy.items() if t in inner)
     try:
         return a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
-                                outputs=output_terms, inner=inner, recompute=False)
+                                outputs=output_terms, inner=inner, recompute=False, shape_only=enc.shape_only)
     except ValueError:
         return None
 

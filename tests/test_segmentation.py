@@ -371,3 +371,25 @@ def test_the_values_outputs_view_are_found_through_chains_of_views():
     producer = f.producer
     got = {producer[v].op if v in producer and not producer[v].is_input else "input" for v in alias_output_sources(f)}
     assert got == {"neg", "input"} and len(alias_output_sources(f)) == 2
+
+
+def test_a_shape_query_of_a_computed_value_writes_nothing():
+    """``fd.ops.shape(t)`` reads t's extents, not its elements (nvFuser's classic benchmarks
+    write softmax so): the kernel reads the bf16 input and writes the bf16 output, and the
+    float32 value whose shape was asked is written nowhere; an output so queried still is."""
+    def softmax(fd, shape_of_output):
+        x = fd.ops.cast(fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32)
+        shape = fd.ops.shape(x)
+        m = fd.ops.broadcast_in_dim(fd.ops.max(x, dims=[1]), shape=shape, broadcast_dims=[0])
+        e = fd.ops.exp(fd.ops.sub(x, m))
+        s = fd.ops.broadcast_in_dim(fd.ops.sum(e, dims=[1]), shape=shape, broadcast_dims=[0])
+        y = fd.ops.cast(fd.ops.div(e, s), DataType.BFloat16)
+        fd.add_output(y)
+        if shape_of_output:
+            fd.ops.shape(y)
+
+    inputs = [torch.empty(1024, 4096, device="meta", dtype=torch.bfloat16)]
+    for queried in (False, True):
+        est = eqsat.estimate_fusion(lambda fd: softmax(fd, queried), inputs)
+        assert len(est.kernels) == 1
+        assert (est.kernels[0].bytes_read, est.kernels[0].bytes_written) == (1024 * 4096 * 2, 1024 * 4096 * 2)

@@ -166,7 +166,7 @@ class CostModel:
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
                  outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None,
-                 alias_segments: int = 0, output_count: int | None = None):
+                 alias_segments: int = 0, output_count: int | None = None, shape_only=frozenset()):
         self.profile = profile
         self.extents = extents          # label bit -> extent
         self.links = links or {}        # kept op's output class -> (op, input classes)
@@ -177,6 +177,8 @@ class CostModel:
         self.alias_segments = alias_segments
         # the fusion's outputs, for the host cost (outputs that view one value are one class)
         self.output_count = output_count
+        # roots only a shape query reads (Encoding.shape_only, as classes): no kernel writes them
+        self.shape_only = frozenset(shape_only)
         self._numel: dict[int, int] = {}
 
     def linked(self, nodes: dict, links: dict | None = None) -> tuple[dict, dict[int, tuple[int, ...]]]:
@@ -229,18 +231,20 @@ class CostModel:
 
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
                  outputs: set[int] | None = None, inner: dict[int, int] | None = None,
-                 recompute: bool | None = None) -> Estimate:
+                 recompute: bool | None = None, shape_only=None) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
         id, if not the model's own (which are by e-class). ``recompute`` (default the model's
         own): the candidate is lowered by eqsat, which gives a kernel its own copy of a chain
         it would read from another kernel where that is cheaper (the segmenter's
         ``recomputed_chains``; ``Estimate.recomputed`` says which); False for a definition run
-        as written."""
+        as written. ``shape_only`` (default the model's own): roots only a shape query reads,
+        which no kernel writes."""
         inner = self.inner if inner is None else inner
         outputs = self.outputs if outputs is None else outputs
         recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
+        sinks -= self.shape_only if shape_only is None else set(shape_only)
         segmenter = Segmenter(self, nodes, order, sinks, barriers, inner)
         segmenter.merge()
         segments = segmenter.segments()

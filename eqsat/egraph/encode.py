@@ -42,6 +42,9 @@ class Encoding:
     order: dict[int, tuple[int, ...]] = field(default_factory=dict)   # term -> original label order (bits)
     # boundary output leaf -> (op, terms of its tensor inputs): how the cost model sees a kept op
     links: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    # root terms whose data nothing reads: only a shape query (``fd.ops.shape``) kept as a
+    # boundary reads them (their extents, not their elements), so no kernel writes them
+    shape_only: set[int] = field(default_factory=set)
     skipped: str | None = None                                 # why nothing was encoded
 
     @property
@@ -69,6 +72,7 @@ class Encoding:
 
 
 FACT_STRIDE = 32
+SHAPE_QUERIES = frozenset({"shape"})     # kept ops that read a tensor's extents, not its data
 
 
 def _code(t) -> int | None:
@@ -88,6 +92,8 @@ class _Encoder:
         self.g = self.enc.graph
         self.depths: list[int] = []          # term id -> longest path from a leaf (known_facts)
         self.deferred: dict[int, Node] = {}  # zero pads read by takes alone so far: output -> pad
+        self.shape_refs: set[int] = set()    # values kept boundaries read: by a shape query only,
+        self.data_refs: set[int] = set()     # or by an op that reads their elements
 
     # -- helpers -----------------------------------------------------------------------------
     def unit(self, dim) -> bool:
@@ -352,6 +358,9 @@ class _Encoder:
             if out.value in self.deferred:
                 self.keep(self.deferred.pop(out.value))
             self.enc.roots[out.value] = self.enc.term_of[out.value]
+        read = self.data_refs | {out.value for out in self.f.outputs}
+        self.enc.shape_only = {self.enc.roots[v] for v in self.shape_refs - read} - \
+            {self.enc.roots[v] for v in read}
         return self.enc
 
     def keep(self, node: Node) -> None:
@@ -364,6 +373,7 @@ class _Encoder:
         for r in node.refs():
             if r.id in self.enc.term_of:
                 self.enc.roots[r.id] = self.enc.term_of[r.id]
+                (self.shape_refs if node.op in SHAPE_QUERIES else self.data_refs).add(r.id)
         ins = tuple(self.enc.term_of[r.id] for r in node.refs()
                     if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType))
         for v in node.outputs:
