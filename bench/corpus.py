@@ -246,14 +246,21 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
             rows += [r for r in json.load(f)["rows"] if "error" not in r and r.get("changed")]
     for profile in profiles:
         name = _profile_name(profile)
-        samples = []
+        samples, other = [], []
         for r in rows:
             if _profile_name(r.get("profile")) != name:
                 continue
-            b, a = r["predicted_before"], r["predicted_after"]
+            predicted = _predicted_pair(r, profile, corpora)
+            if predicted is None:
+                other.append(r["name"])
+                continue
+            b, a = predicted
             samples.append((b["kernels"], b["time_us"],
                             shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
                                       r["optimized"]["steady_us"])))
+        if other:
+            print(f"{profile}: left out {len(other)} pairs whose candidate the model no longer picks "
+                  f"(other rules, or none, at the run's min_gain): {', '.join(other)}", file=sys.stderr)
         if not samples:
             print(f"{profile}: no recorded pair was made with it (record one with --profile and "
                   f"--min-gain 0); its table is left as it is", file=sys.stderr)
@@ -272,6 +279,20 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
         os.replace(tmp, profile)
         print(f"{profile}: the saving predicted and not measured, over {len(samples)} pairs\n{table.text()}\n")
     return 0
+
+
+def _predicted_pair(row: dict, profile, corpora: list[pathlib.Path]) -> tuple[dict, dict] | None:
+    """The current model's predictions (as given, candidate) of a recorded pair: the file
+    optimized again with ``profile`` at the run's min_gain, or None where it no longer picks
+    the recorded candidate (other rules): the measured pair is then of another candidate."""
+    file = next((c / f"{row['name']}.py" for c in corpora if (c / f"{row['name']}.py").exists()), None)
+    if file is None:
+        return None
+    repro = eqsat.from_file(file, device="meta")
+    rep = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile, min_gain=row.get("min_gain")).report
+    if not rep.changed or sorted(rep.rules) != sorted(row["rules"]):
+        return None
+    return rep.before.summary(), rep.after.summary()
 
 
 @functools.lru_cache(maxsize=None)
