@@ -23,13 +23,13 @@ of GPU).
 
 The third form fits each profile's ``error`` table (``eqsat.cost.error_table``: the model's
 relative error of the kernels' time by predicted kernel count and kernel time, the margin
-``optimize_fusion`` asks a predicted saving to exceed) on the recorded runs, each profile
-predicting them itself, and writes it into that profile's file. The shipped tables are
-refitted, after a change to the cost model or a new recorded run, with this one command:
+``optimize_fusion`` asks a predicted saving to exceed) on the (as given, candidate) pairs of
+the recorded runs made with that profile and ``--min-gain 0``, each pair predicted again by
+the current model, and writes it into that profile's file. The shipped table is refitted,
+after a change to the cost model or a new recorded run, with this one command:
 
-    python bench/corpus.py --predict bench/results/h200_thunder_corpus_035.json \
-        bench/results/h200_corpus_run4.json \
-        --fit-error eqsat/cost/profiles/h200.json eqsat/cost/profiles/h200_host_fit.json
+    python bench/corpus.py --predict bench/results/h200_pairs_host_fit_035.json \
+        --fit-error eqsat/cost/profiles/h200_host_fit.json
 """
 from __future__ import annotations
 

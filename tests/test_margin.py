@@ -155,12 +155,39 @@ def test_a_bad_error_table_is_refused_naming_the_field(change, message):
         load_profile(_profile(table))
 
 
+SEED_FILE = """import torch
+from nvfuser_direct import FusionDefinition, DataType
+
+def nvfuser_fusion(fd) -> None:
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    T1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    T2 = fd.ops.broadcast_in_dim(T0, shape=[4096, 2048, 1024], broadcast_dims=[0, 1])
+    T3 = fd.ops.broadcast_in_dim(T1, shape=[4096, 2048, 1024], broadcast_dims=[0, 2])
+    T4 = fd.ops.mul(T2, T3)
+    T5 = fd.ops.sum(T4, dims=[1], keepdim=False, dtype=DataType.Null)
+    fd.add_output(T5)
+
+inputs = [torch.randn((4096, 2048), dtype=torch.float32), torch.randn((4096, 1024), dtype=torch.float32)]
+"""
+
+
 def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys, monkeypatch):
-    rows = [{"name": f"f{i}", "changed": True, "profile": "h200_host_fit",
-             "predicted_before": {"kernels": 1, "time_us": 100.0},
-             "predicted_after": {"kernels": 1, "time_us": 90.0},
+    """Each recorded pair is predicted again by the current model (the file optimized anew at
+    the run's min_gain); a pair whose recorded candidate (rules) it no longer picks is left
+    out, and so are pairs made with another profile."""
+    for name in ("f0", "f1", "other_rules"):
+        (tmp_path / f"{name}.py").write_text(SEED_FILE)
+    from eqsat import from_file
+    repro = from_file(tmp_path / "f0.py", device="meta")
+    rep = optimize_fusion(repro.fusion, repro.inputs, profile="h200_host_fit", min_gain=0.0).report
+    assert rep.changed
+    predicted = 1 - rep.after.time_us / rep.before.time_us
+    rows = [{"name": f"f{i}", "changed": True, "profile": "h200_host_fit", "min_gain": 0.0, "rules": rep.rules,
+             "predicted_before": {"kernels": 1, "time_us": 100.0},       # stale: predicted again
+             "predicted_after": {"kernels": 1, "time_us": 99.0},
              "given": {"steady_us": 100.0}, "optimized": {"steady_us": steady}}
-            for i, steady in enumerate((95.0, 120.0))]
+            for i, steady in enumerate((100.0 * (1 - predicted) + 5.0, 120.0))]
+    rows.append({**rows[0], "name": "other_rules", "rules": ["no-such-rule"]})
     rows.append({**rows[0], "name": "flat", "profile": "h200", "optimized": {"steady_us": 500.0}})
     rows.append({"name": "unchanged", "changed": False, "given": {"steady_us": 10.0}})
     run = tmp_path / "run.json"
@@ -170,9 +197,13 @@ def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys,
     corpus = load_bench(monkeypatch, "corpus")
     assert corpus.main(["--corpus", str(tmp_path), "--predict", str(run), "--fit-error", str(profile)]) == 0
     table = load_profile(str(profile)).error
-    # the pairs made with this profile: 10% predicted, 5% and -20% measured: 5% and 30% short
-    assert table.samples == 2 and table.default == pytest.approx(0.05 + 0.75 * 0.25, abs=1e-3)
+    # the two pairs made with this profile: 5% short of the saving predicted, and all of it plus 20%
+    short = sorted([0.05, predicted + 0.20])
+    assert table.samples == 2
+    assert table.default == pytest.approx(short[0] + 0.75 * (short[1] - short[0]), abs=1e-3)
     assert {b for row in table.basis for b in row} == {"all"}
     written = json.loads(profile.read_text())
     assert {k: v for k, v in written.items() if k != "error"} == _profile(None, base="h200_host_fit")
-    assert "the saving predicted and not measured, over 2 pairs" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "the saving predicted and not measured, over 2 pairs" in out.out
+    assert "left out 1 pairs whose candidate the model no longer picks" in out.err and "other_rules" in out.err
