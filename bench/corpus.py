@@ -176,8 +176,9 @@ def table(rows: list[dict]) -> str:
 def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = False,
               host_scale: str | None = None) -> list[dict]:
     """The rows of a recorded run with the predictions recomputed under ``profile`` (rows whose
-    file is not in ``corpora`` are left out); prints where the kernel count differs unless
-    ``quiet``."""
+    file is not in ``corpora`` are left out): as given, and the recorded candidate where the
+    model still picks it (else its recorded prediction stays, ``predicted_after_recorded``);
+    prints where the kernel count differs unless ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
     scaled = {}         # the row's host probe (or the scale given) -> the profile scaled to it
@@ -206,6 +207,12 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
         r["predicted_before"] = est.summary()
         if not r["changed"]:
             r["predicted_after"] = r["predicted_before"]
+        else:                       # the recorded candidate, predicted by this model where it picks it
+            pair = _predicted_pair(r, profile_of(r), corpora)
+            if pair is not None:
+                r["predicted_after"] = pair[1]
+            else:
+                r["predicted_after_recorded"] = True
         rows.append(r)
         if est.summary()["kernels"] != r["given"]["kernels"] and not quiet:
             print(f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "

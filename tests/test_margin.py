@@ -207,3 +207,24 @@ def test_the_bench_script_fits_the_table_into_the_profile_file(tmp_path, capsys,
     out = capsys.readouterr()
     assert "the saving predicted and not measured, over 2 pairs" in out.out
     assert "left out 1 pairs whose candidate the model no longer picks" in out.err and "other_rules" in out.err
+
+
+def test_a_recorded_run_is_predicted_again_candidate_and_all(tmp_path, monkeypatch):
+    """--predict recomputes a changed row's candidate too, where the model still picks it, and
+    keeps (and flags) the recorded prediction where it does not."""
+    (tmp_path / "seed.py").write_text(SEED_FILE)
+    (tmp_path / "other.py").write_text(SEED_FILE)
+    from eqsat import from_file
+    repro = from_file(tmp_path / "seed.py", device="meta")
+    rep = optimize_fusion(repro.fusion, repro.inputs, min_gain=0.0).report
+    stale = {"kernels": 9, "time_us": 1.0}
+    row = {"name": "seed", "changed": True, "profile": None, "min_gain": 0.0, "rules": rep.rules,
+           "predicted_before": stale, "predicted_after": stale,
+           "given": {"kernels": 1, "steady_us": 100.0}, "optimized": {"steady_us": 50.0}}
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"device": "test", "rows": [row, {**row, "name": "other", "rules": ["no-such-rule"]}]}))
+    corpus = load_bench(monkeypatch, "corpus")
+    seed, other = corpus.repredict(str(run), [tmp_path], None, quiet=True)
+    assert seed["predicted_before"] == rep.before.summary() and seed["predicted_after"] == rep.after.summary()
+    assert "predicted_after_recorded" not in seed
+    assert other["predicted_after"] == stale and other["predicted_after_recorded"]
