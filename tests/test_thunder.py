@@ -688,6 +688,16 @@ def _off_eager(loss, grads: dict, eager_loss, eager_grads: dict) -> dict[str, st
     return off
 
 
+def _cancelling(eager_grads: dict) -> set[str]:
+    """The gradients whose eager value is within the floor of zero (|e| <= GRAD_FLOOR * rms *
+    sqrt(numel)): they cancel in exact arithmetic (a key bias under softmax: the score it adds
+    is the same for every key), so what any run holds there is rounding noise, bounded by
+    _off_eager's floor and by nothing element by element."""
+    squares = sum(float(e.double().pow(2).sum()) for e in eager_grads.values())
+    rms = (squares / max(1, sum(e.numel() for e in eager_grads.values()))) ** 0.5
+    return {n for n, e in eager_grads.items() if float(e.double().norm()) <= GRAD_FLOOR * rms * e.numel() ** 0.5}
+
+
 # the gradient that differed between the two runs on the H200 (Thunder alone's held
 # torch.arange(64)'s bytes); the llama-like had none, one of its norms' weights stands in
 FAILED_ON_THE_H200 = {"llama-like": "blocks.0.norm1.weight", "gpt2-like": "blocks.0.proj.bias",
@@ -708,6 +718,9 @@ def test_the_comparison_with_eager_takes_bf16_and_catches_a_wrong_gradient(name)
     loss, grads = loss.detach(), _grads(bf16)
     assert grads.keys() == eager_grads.keys() and loss.dtype == torch.float32
     assert _off_eager(loss, grads, eager_loss, eager_grads) == {}
+    assert _cancelling(eager_grads) == set()         # each is also compared with Thunder alone's
+    cancelled = {**eager_grads, "cancels": torch.full((64,), 1e-7)}
+    assert _cancelling(cancelled) == {"cancels"}
     smallest = min(eager_grads, key=lambda n: float(eager_grads[n].norm()) / eager_grads[n].numel() ** 0.5)
     for victim in {smallest, FAILED_ON_THE_H200[name]}:
         for wrong in (torch.zeros_like(grads[victim]),
@@ -726,7 +739,9 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     weights and tokens: eager PyTorch in float32 (the reference), Thunder alone, and Thunder +
     eqsat. Thunder + eqsat must match eager (loss and every gradient: GRAD_RTOL, GRAD_FLOOR
     above) and, where Thunder alone matches eager, Thunder alone within bf16's tolerance (2% of
-    the largest magnitude of each tensor). Where Thunder alone deviates from eager and Thunder
+    the largest magnitude of each tensor), but for the gradients that cancel (``_cancelling``:
+    on an H100, BERT's key biases held rounding noise of 1.9e-7 that differed by 3.3e-8 between
+    two runs of Thunder's own definitions). Where Thunder alone deviates from eager and Thunder
     + eqsat does not (or deviates only where Thunder alone does, with no region rewritten, so
     that only Thunder's definitions ran), the test is an xfail naming Thunder: eqsat is not to
     blame for Thunder's result. eqsat runs with ``min_gain=0``: every rewrite the cost model
@@ -787,7 +802,9 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     if "loss" not in thunder_off:
         problem = mismatch(got_loss.float(), want_loss.float(), rtol=2e-2)
         assert problem is None, f"loss against Thunder alone: {problem}"
-    bad = {n: p for n in want_grads if n not in thunder_off and (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))}
+    noise = _cancelling(eager_grads)       # checked against eager alone, above
+    bad = {n: p for n in want_grads if n not in thunder_off and n not in noise
+           and (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))}
     assert not bad, f"gradients differ from Thunder alone's (which agree with eager): {bad}"
     if thunder_off:
         pytest.xfail(f"Thunder 0.2.6 alone deviates from eager PyTorch where Thunder + eqsat agrees with it "
