@@ -197,7 +197,7 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
         if "error" in r:
             rows.append(r)
             continue
-        file = next((c / f"{r['name']}.py" for c in corpora if (c / f"{r['name']}.py").exists()), None)
+        file = _file_of(r["name"], corpora)
         if file is None:
             print(f"{r['name']}: not in {', '.join(map(str, corpora))}; skipped")
             continue
@@ -288,11 +288,16 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
     return 0
 
 
+def _file_of(name: str, corpora: list[pathlib.Path]) -> pathlib.Path | None:
+    """The corpus file a recorded row names (the first corpus holding it), or None."""
+    return next((c / f"{name}.py" for c in corpora if (c / f"{name}.py").exists()), None)
+
+
 def _predicted_pair(row: dict, profile, corpora: list[pathlib.Path]) -> tuple[dict, dict] | None:
     """The current model's predictions (as given, candidate) of a recorded pair: the file
     optimized again with ``profile`` at the run's min_gain, or None where it no longer picks
     the recorded candidate (other rules): the measured pair is then of another candidate."""
-    file = next((c / f"{row['name']}.py" for c in corpora if (c / f"{row['name']}.py").exists()), None)
+    file = _file_of(row["name"], corpora)
     if file is None:
         return None
     repro = eqsat.from_file(file, device="meta")
