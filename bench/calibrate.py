@@ -103,15 +103,19 @@ def silu_col_amax(fd):
     fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[0]))
 
 
+def _silu_as_thunder_writes_it(fd, a):
+    """silu(a) = a / (1 + exp(-a)), as neg, exp, add, reciprocal, mul."""
+    e = fd.ops.exp(fd.ops.neg(a))
+    return fd.ops.mul(a, fd.ops.reciprocal(fd.ops.add(e, fd.define_scalar(1.0, dtype=DataType.Double))))
+
+
 def _silu_amax_bf16(dims):
     """max |silu(a)| over ``dims`` of a bfloat16 ``a``, SiLU written as Thunder writes it
     (a / (1 + exp(-a)) as neg, exp, add, reciprocal, mul, in float32) and nothing else
     written: 13 counted flops per 2 bytes read, compute-bound on an H100 or H200, so these fit
     the reductions' arithmetic throughput (a full reduction's, an inner and an outer one)."""
     def fusion(fd):
-        a = fd.ops.cast(_tensor(fd, 2, BF16), F32)
-        e = fd.ops.exp(fd.ops.neg(a))
-        y = fd.ops.mul(a, fd.ops.reciprocal(fd.ops.add(e, fd.define_scalar(1.0, dtype=DataType.Double))))
+        y = _silu_as_thunder_writes_it(fd, fd.ops.cast(_tensor(fd, 2, BF16), F32))
         fd.add_output(fd.ops.max(fd.ops.abs(y), dims=dims))
     fusion.__name__ = f"silu_amax_bf16_over_{'_'.join(map(str, dims))}"
     return fusion
@@ -128,9 +132,7 @@ def silu_centered_amax_bf16(fd):
     shape = fd.ops.shape(a)
     mean = fd.ops.broadcast_in_dim(fd.ops.sum(a, dims=[1]), shape=shape, broadcast_dims=[0])
     c = fd.ops.sub(a, fd.ops.div(mean, fd.ops.cast(fd.ops.size(a, dim=1), F32)))
-    e = fd.ops.exp(fd.ops.neg(c))
-    y = fd.ops.mul(c, fd.ops.reciprocal(fd.ops.add(e, fd.define_scalar(1.0, dtype=DataType.Double))))
-    fd.add_output(fd.ops.max(fd.ops.abs(y), dims=[1]))
+    fd.add_output(fd.ops.max(fd.ops.abs(_silu_as_thunder_writes_it(fd, c)), dims=[1]))
 
 
 def broadcast_product_sum(fd):

@@ -208,7 +208,7 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
         if not r["changed"]:
             r["predicted_after"] = r["predicted_before"]
         else:                       # the recorded candidate, predicted by this model where it picks it
-            pair = _predicted_pair(r, profile_of(r), corpora)
+            pair = _predicted_pair(r, profile_of(r), repro)
             if pair is not None:
                 r["predicted_after"] = pair[1]
             else:
@@ -253,11 +253,15 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
             rows += [r for r in json.load(f)["rows"] if "error" not in r and r.get("changed")]
     for profile in profiles:
         name = _profile_name(profile)
-        samples, other = [], []
+        samples, other, missing = [], [], []
         for r in rows:
             if _profile_name(r.get("profile")) != name:
                 continue
-            predicted = _predicted_pair(r, profile, corpora)
+            file = _file_of(r["name"], corpora)
+            if file is None:
+                missing.append(r["name"])
+                continue
+            predicted = _predicted_pair(r, profile, eqsat.from_file(file, device="meta"))
             if predicted is None:
                 other.append(r["name"])
                 continue
@@ -265,6 +269,9 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
             samples.append((b["kernels"], b["time_us"],
                             shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
                                       r["optimized"]["steady_us"])))
+        if missing:
+            print(f"{profile}: left out {len(missing)} pairs whose file is in none of {', '.join(map(str, corpora))}: "
+                  f"{', '.join(missing)}", file=sys.stderr)
         if other:
             print(f"{profile}: left out {len(other)} pairs whose candidate the model no longer picks "
                   f"(other rules, or none, at the run's min_gain): {', '.join(other)}", file=sys.stderr)
@@ -293,14 +300,11 @@ def _file_of(name: str, corpora: list[pathlib.Path]) -> pathlib.Path | None:
     return next((c / f"{name}.py" for c in corpora if (c / f"{name}.py").exists()), None)
 
 
-def _predicted_pair(row: dict, profile, corpora: list[pathlib.Path]) -> tuple[dict, dict] | None:
-    """The current model's predictions (as given, candidate) of a recorded pair: the file
-    optimized again with ``profile`` at the run's min_gain, or None where it no longer picks
-    the recorded candidate (other rules): the measured pair is then of another candidate."""
-    file = _file_of(row["name"], corpora)
-    if file is None:
-        return None
-    repro = eqsat.from_file(file, device="meta")
+def _predicted_pair(row: dict, profile, repro) -> tuple[dict, dict] | None:
+    """The current model's predictions (as given, candidate) of a recorded pair: its file
+    (``repro``) optimized again with ``profile`` at the run's min_gain, or None where it no
+    longer picks the recorded candidate (other rules): the measured pair is then of another
+    candidate."""
     rep = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile, min_gain=row.get("min_gain")).report
     if not rep.changed or sorted(rep.rules) != sorted(row["rules"]):
         return None

@@ -667,8 +667,7 @@ def _off_eager(loss, grads: dict, eager_loss, eager_grads: dict) -> dict[str, st
     got, want = float(loss), float(eager_loss)
     if not abs(got - want) <= LOSS_RTOL * abs(want):
         off["loss"] = f"{got:.6f}, eager {want:.6f}"
-    squares = sum(float(e.double().pow(2).sum()) for e in eager_grads.values())
-    rms = (squares / max(1, sum(e.numel() for e in eager_grads.values()))) ** 0.5
+    rms = _rms(eager_grads)
     for name, e in eager_grads.items():
         g = grads.get(name)
         if g is None:
@@ -688,13 +687,18 @@ def _off_eager(loss, grads: dict, eager_loss, eager_grads: dict) -> dict[str, st
     return off
 
 
+def _rms(eager_grads: dict) -> float:
+    """The root mean square of every element of every eager gradient of the model."""
+    squares = sum(float(e.double().pow(2).sum()) for e in eager_grads.values())
+    return (squares / max(1, sum(e.numel() for e in eager_grads.values()))) ** 0.5
+
+
 def _cancelling(eager_grads: dict) -> set[str]:
     """The gradients whose eager value is within the floor of zero (|e| <= GRAD_FLOOR * rms *
     sqrt(numel)): they cancel in exact arithmetic (a key bias under softmax: the score it adds
     is the same for every key), so what any run holds there is rounding noise, bounded by
     _off_eager's floor and by nothing element by element."""
-    squares = sum(float(e.double().pow(2).sum()) for e in eager_grads.values())
-    rms = (squares / max(1, sum(e.numel() for e in eager_grads.values()))) ** 0.5
+    rms = _rms(eager_grads)
     return {n for n, e in eager_grads.items() if float(e.double().norm()) <= GRAD_FLOOR * rms * e.numel() ** 0.5}
 
 

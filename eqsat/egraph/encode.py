@@ -359,8 +359,7 @@ class _Encoder:
                 self.keep(self.deferred.pop(out.value))
             self.enc.roots[out.value] = self.enc.term_of[out.value]
         read = self.data_refs | {out.value for out in self.f.outputs}
-        self.enc.shape_only = {self.enc.roots[v] for v in self.shape_refs - read} - \
-            {self.enc.roots[v] for v in read}
+        self.enc.shape_only = {self.enc.roots[v] for v in self.shape_refs} - {self.enc.roots[v] for v in read}
         return self.enc
 
     def keep(self, node: Node) -> None:
