@@ -4,7 +4,7 @@ Each module is one family; each rule is one function whose variables are annotat
 their kinds, ``Term``, ``Axes``, ``DType``, ``Correction`` or ``Index`` (see :mod:`eqsat.rules.rule`).
 ``RULES`` maps every rule's name to its :class:`~eqsat.rules.rule.Rule`.
 """
-from . import algebra, distributive, indexing, normalization, split  # noqa: F401  (they register rules)
+from . import algebra, distributive, indexing, normalization, placement, split  # noqa: F401  (they register rules)
 from .rule import RULES, Axes, Correction, DType, Index, Rule, Term, rule
 
 FAMILIES = sorted({r.family for r in RULES.values()})

@@ -35,7 +35,7 @@ from egglog import rule as egg_rule
 from egglog import union, var
 
 from eqsat.egraph.registry import RULES as REGISTRY
-from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, dtype, floating, labels,
+from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, drawn, dtype, floating, labels,
                                      nonempty_labels, nonneg, widens)
 
 
@@ -274,6 +274,11 @@ class EggNamespace(Conditions):
     def widens(narrow, wide):
         """A cast from dtype ``narrow`` to ``wide`` and back is exact."""
         return widens(narrow, wide)
+
+    @staticmethod
+    def drawn(t):
+        """``t`` is a function of random draws and scalars alone (no tensor the fusion reads)."""
+        return drawn(t)
 
     # sets of labels (Axes values): & and | as for sets
     @staticmethod

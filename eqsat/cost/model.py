@@ -51,7 +51,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from eqsat.egraph.terms import DTYPES, bits
+from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, RANDOM_OPS, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
 from .profile import Profile
@@ -61,6 +61,7 @@ from .walks import labels_of, live_sinks, topological
 SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
 SCALARS = frozenset({"Num", "Int", "Extent"})
 FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
+DRAWS = frozenset(f"Kept:{op}" for op in RANDOM_OPS)    # random draws: the kind's draw_ps per element
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 
 
@@ -292,7 +293,8 @@ class CostModel:
         where the model knows them), their topological order, the sinks (what kernels must
         write) and the barrier ops (output -> inputs)."""
         barriers = {}
-        if self.links or links:
+        nodes, links = self._cut(nodes, self.links if links is None else links)
+        if links:
             linked, barriers = self.linked(nodes, links)
             try:
                 # what the outputs need: kept ops' inputs are roots of the e-graph, but a kept op
@@ -302,6 +304,17 @@ class CostModel:
             except ValueError:          # a kept op's input made equal to its output: unlinked
                 pass                    # (the barriers stay: their leaves are still read)
         return nodes, topological(nodes, roots), set(roots), barriers
+
+    @staticmethod
+    def _cut(nodes: dict, links: dict) -> tuple[dict, dict]:
+        """``nodes`` and ``links`` with each ``SegmentSet`` term as the kept op nvFuser cuts
+        the fusion at: a leaf (read like an input by the kernels after it) linked to the value
+        it passes on (which the kernel before it writes)."""
+        cuts = {c: n for c, n in nodes.items() if n.op in BARRIER_TERMS}
+        if not cuts:
+            return nodes, links
+        return ({**nodes, **{c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}},
+                {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
 
     def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
                recomputed_in=None) -> Kernel:
@@ -338,6 +351,7 @@ class CostModel:
         ms_set = set(ms) | recomputed
         reads, written = set(extra_reads), set()
         gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
+        draws = {m for m in ms_set if nodes[m].op in DRAWS}     # random draws it computes
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
@@ -346,6 +360,8 @@ class CostModel:
             flops += self.numel(self.space(nodes, m)) * weight
             for i, k in enumerate(node.kids):
                 k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read
+                if k in factories and nodes[k].op in DRAWS:
+                    draws.add(k)                                   # drawn again in this kernel
                 if k not in ms_set and group_of.get(k) != g and not nodes[k].is_scalar and k not in factories:
                     if i == 0 and node.op in INDEXING_TERMS:
                         gathered[k] = gathered.get(k, 0) + self.gathered_bytes(node, nodes[k])
@@ -360,8 +376,9 @@ class CostModel:
         rbytes = sum(self.nbytes(nodes[r]) for r in reads) + \
             sum(min(b, self.nbytes(nodes[k])) for k, b in gathered.items() if k not in reads)
         wbytes = sum(self.nbytes(nodes[w]) for w in written)
+        drawn = sum(self.numel(nodes[d].labels) for d in draws)
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
-                                   flops / (consts.gflops * 1e3))
+                                   flops / (consts.gflops * 1e3) + drawn * consts.draw_ps * 1e-6)
         return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed))
 
 

@@ -26,9 +26,15 @@ FALLBACK_KINDS = {"grid_reduction": "reduction", "outer_reduction": "reduction"}
 
 @dataclass(frozen=True)
 class KindConstants:
+    """A kernel kind's launch cost, bandwidth and arithmetic throughput (counted flops), and
+    ``draw_ps``: the time one element of a random draw (``uniform``, ``normal``: nvFuser's
+    Philox, computed where it is used) adds to the kind's arithmetic, in ps (0 where not
+    measured)."""
+
     launch_us: float
     bandwidth_GBps: float
     gflops: float
+    draw_ps: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,8 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":
         try:
-            kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]))
+            kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]),
+                                      float(v.get("draw_ps", 0.0)))
                      for k, v in data["kinds"].items()}
             for k, instead in FALLBACK_KINDS.items():
                 if k not in kinds and instead in kinds:
@@ -94,10 +101,11 @@ class Profile:
             if missing:
                 raise KeyError(f"kinds.{missing[0]}")
             for k, c in kinds.items():
-                if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")) \
+                if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")
+                        and 0 <= c.draw_ps < float("inf")) \
                         or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
-                    raise ValueError(f"kinds.{k} needs launch_us >= 0 and finite bandwidth_GBps and "
-                                     f"gflops > 0, got {c}")
+                    raise ValueError(f"kinds.{k} needs launch_us >= 0, finite bandwidth_GBps and "
+                                     f"gflops > 0 and a finite draw_ps >= 0, got {c}")
             host = _host(data)
             error = None
             if data.get("error") is not None:
@@ -109,7 +117,7 @@ class Profile:
                        error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
-                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops}} and "
+                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,draw_ps]}} and "
                               f"optionally an error table (eqsat.cost.error_table)") from None
 
 

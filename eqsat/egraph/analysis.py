@@ -11,10 +11,10 @@ from egglog import String, eq, f64, i64, rule, ruleset, set_, var
 
 from eqsat.ir.dtypes import DataType
 
-from .terms import BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
+from .terms import BARRIER_TERMS, BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
 from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
                          Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
-                         Var, cast_dtype, compute_dtype, dtype, float_code, floatify, floating, labels,
+                         Var, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify, floating, labels,
                          no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
@@ -162,3 +162,20 @@ def _zero_signs(a: Term, b: Term, r: i64, d: i64, f: f64, n: i64):
     for red in (Mean, Prod):
         yield rule(red(r, a), nonneg(a), no_negative_zero(a)).then(no_negative_zero(red(r, a)))
     yield rule(Cast(d, a), nonneg(a), no_negative_zero(a)).then(no_negative_zero(Cast(d, a)))
+
+
+@analysis.register
+def _draws():
+    """``drawn``: a function of random draws and scalars alone. The encoding states it of each
+    draw's leaf; it passes through every elementwise term (a cast, a comparison with a
+    constant, a product of two draws), whose other operands are scalars (no labels) or drawn
+    themselves. A segment_set passes its value on unchanged, in the same class."""
+    for spec in TERMS.values():
+        if spec.kind not in ("pointwise", "generic") or spec.name in BARRIER_TERMS:
+            continue
+        term, _, kids = _applied(spec)
+        for i in range(len(kids)):
+            others = [k for j, k in enumerate(kids) if j != i]
+            yield rule(term, drawn(kids[i]), *(eq(labels(k)).to(i64(0)) for k in others)).then(drawn(term))
+        if len(kids) > 1:
+            yield rule(term, *(drawn(k) for k in kids)).then(drawn(term))

@@ -49,9 +49,10 @@ def term_ref(scope: int, tid: int) -> str:
 
 
 def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: dict[int, int],
-                  nonneg: set[int] = frozenset(), terms: range | None = None) -> str:
+                  nonneg: set[int] = frozenset(), terms: range | None = None,
+                  drawn: set[int] = frozenset()) -> str:
     """Each term of ``graph`` (or of ``terms``, ids in order) set as its name's row, and the
-    facts given for them."""
+    facts given for them (``nonneg``, ``drawn``: the terms each relation holds for)."""
     name = lambda t: term_ref(scope, t)  # noqa: E731
     lines = []
     for tid in range(len(graph.nodes)) if terms is None else terms:
@@ -62,6 +63,8 @@ def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: 
             lines.append(f"(set (dtype {name(tid)}) {int(dtypes[tid])})")
         if tid in nonneg:
             lines.append(f"(nonneg {name(tid)})")
+        if tid in drawn:
+            lines.append(f"(drawn {name(tid)})")
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text
 from .encode import Encoding
 from .registry import RULES
-from .terms import INDEXING, TermGraph
+from .terms import INDEXING, RANDOM_OPS, TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
 
 T = TypeVar("T")
@@ -126,12 +126,13 @@ class Session:
         passed before the last (the e-graph then holds only some of them)."""
         nonneg = {t for t, n in enumerate(enc.graph.nodes) if n.op in ("Num", "Int") and n.attrs[0] >= 0}
         codes = set(enc.dtype.values()) | {n.attrs[0] for n in enc.graph.nodes if n.op == "Cast"}
+        drawn = {t for t, (op, _) in enc.links.items() if op in RANDOM_OPS}
         run_text(self.eg, dtype_tables(codes) + f"\n(set (nonempty_labels) {enc.nonempty})")
         for first in range(0, len(enc.graph.nodes), INSERT_PART):
             if until is not None and time.perf_counter() >= until:
                 return False
             terms = range(first, min(first + INSERT_PART, len(enc.graph.nodes)))
-            run_text(self.eg, named_program(enc.graph, scope, enc.labels, enc.dtype, nonneg, terms))
+            run_text(self.eg, named_program(enc.graph, scope, enc.labels, enc.dtype, nonneg, terms, drawn))
         return True
 
     def insert_terms(self, graph: TermGraph, scope: int) -> None:

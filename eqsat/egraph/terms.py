@@ -15,6 +15,7 @@ change only positions, so they are not terms at all.
 ``Num(f)`` / ``Int(i)``    a Double / Int scalar constant
 ``Extent(R)``              the product of the extents of the labels in ``R`` (an Int scalar)
 ``Neg(a)`` ... ``Un(op, a)``   unary ops (``Un`` for the ones without a constructor)
+``SegmentSet(a)``          ``a`` itself, behind a kernel boundary (nvFuser's ``segment_set``)
 ``Add(a, b)`` ... ``Bin(op, a, b)``   binary ops
 ``Tern(op, a, b, c)``      where, clamp, lerp
 ``Cast(d, a)``             a cast to dtype code ``d``
@@ -116,6 +117,7 @@ TERMS: dict[str, TermSpec] = {t.name: t for t in (
     TermSpec("Tanh",    (),                       1,    "pointwise",  "float",       "tanh"),
     TermSpec("Sigmoid", (),                       1,    "pointwise",  "float",       "sigmoid"),
     TermSpec("Relu",    (),                       1,    "pointwise",  "same",        "relu"),
+    TermSpec("SegmentSet", (),                    1,    "pointwise",  "same",        "segment_set"),
     TermSpec("Un",      ("op",),                  1,    "generic",    "given"),
     TermSpec("Add",     (),                       2,    "pointwise",  "promote",     "add"),
     TermSpec("Sub",     (),                       2,    "pointwise",  "promote",     "sub"),
@@ -168,8 +170,14 @@ IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
 SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
+# the IR ops that draw random numbers (kept ops: leaves of the e-graph, ``drawn``)
+RANDOM_OPS = frozenset({"uniform", "normal"})
+# terms that are a kernel boundary: nvFuser's segmenter cuts the fusion at a segment_set (the
+# value is written by one segment and read by the next), which is otherwise an identity
+BARRIER_TERMS = frozenset({"SegmentSet"})
 # the elementwise terms: what a kernel may compute again instead of reading it (recompute.py)
-ELEMENTWISE = frozenset(t.name for t in TERMS.values() if t.kind in ("pointwise", "generic"))
+ELEMENTWISE = frozenset(t.name for t in TERMS.values()
+                        if t.kind in ("pointwise", "generic") and t.name not in BARRIER_TERMS)
 # IR op -> term; a gather is a Take where its index spans the input's other axes (encode.indexing)
 INDEXING_TERMS = {"take_along_axis": "Take", "gather": "Take", "index_select": "IndexSelect"}
 INDEXING = frozenset(INDEXING_TERMS.values()) | {"TakePad"}      # encoded from a pad and a take

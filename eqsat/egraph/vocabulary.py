@@ -65,6 +65,9 @@ floating = relation("floating", Term, egg_fn="floating")     # the class's dtype
 nonneg = relation("nonneg", Term, egg_fn="nonneg")         # every element of the class is >= 0
 # no element of the class is -0.0 (which is >= 0, yet 1/-0.0 and rsqrt(-0.0) are -inf)
 no_negative_zero = relation("no_negative_zero", Term, egg_fn="no_negative_zero")
+# the class is a function of random draws (uniform, normal) and scalars alone: no tensor the
+# fusion reads goes into it, so a kernel of its own computes it from nothing but the draw
+drawn = relation("drawn", Term, egg_fn="drawn")
 
 
 # dtype tables, filled per e-graph with the codes that occur
