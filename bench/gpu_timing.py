@@ -22,7 +22,8 @@ from eqsat.verification.timing import throughput_us, time_us
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 __all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
-           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows", "side_by_side_args"]
+           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows", "side_by_side_args",
+           "direct_definition", "eqsat_run"]
 
 
 def side_by_side_args(doc: str, script: str, runs: int, argv=None):
@@ -89,6 +90,30 @@ def copy_bandwidth() -> float:
     y = torch.empty_like(x)
     t = time_us(lambda: y.copy_(x), 20)
     return 2 * x.numel() / (t * 1e-6)
+
+
+def direct_definition(definition):
+    """A fusion built with nvfuser_direct itself, so that nvFuser runs it as given:
+    ``definition(DataType)`` is the fusion (a function of ``fd``) written with nvFuser's
+    DataType (eqsat.testing's definitions take eqsat's or nvFuser's)."""
+    from nvfuser_direct import DataType as NvDataType, FusionDefinition
+    with FusionDefinition() as fd:
+        definition(NvDataType)(fd)
+    return fd
+
+
+def eqsat_run(fusion, inputs, want, runs: int) -> dict:
+    """``fusion`` optimized by eqsat at ``inputs``, lowered to nvfuser_direct and timed
+    (``timed_run``): a row's fields, with the rules credited and the predictions after."""
+    import eqsat
+    optimized = eqsat.optimize_fusion(fusion, inputs)
+    fd, after = optimized.to_nvfuser("nvfuser_direct"), optimized.report.after
+    row = {"form": "eqsat", "credited": optimized.report.rules,
+           **timed_run("eqsat", lambda: fd.execute(inputs), want, runs),
+           "predicted_us": after.time_us, "predicted_device_us": after.device_us,
+           "predicted_kernels": len(after.kernels)}
+    print(f"    predicted {after.time_us:.1f} us ({', '.join(optimized.report.rules)})")
+    return row
 
 
 def write_rows(path: str, rows: list[dict]) -> None:

@@ -15,21 +15,13 @@ from __future__ import annotations
 
 import sys
 
-from gpu_timing import side_by_side_args, timed_run, write_rows
+from gpu_timing import direct_definition, eqsat_run, side_by_side_args, timed_run, write_rows
 
 import eqsat
 from eqsat.testing.dropout_backward import definition, make_inputs, torch_reference
 
 SHAPES = ((4096, 1024), (8192, 4096))
 REDUCES = (None, "rows", "cols")
-
-
-def direct_definition(shape, reduce, split: bool):
-    """The form built with nvfuser_direct itself: nvFuser runs the definition as given."""
-    from nvfuser_direct import DataType as NvDataType, FusionDefinition
-    with FusionDefinition() as fd:
-        definition(shape, reduce, split, NvDataType)(fd)
-    return fd
 
 
 def main(argv=None) -> int:
@@ -40,26 +32,20 @@ def main(argv=None) -> int:
     for shape in SHAPES:
         inputs = make_inputs(shape, "cuda")
         for reduce in REDUCES:
-            given = direct_definition(shape, reduce, False)
+            given = direct_definition(lambda DT: definition(shape, reduce, False, DT))
             want = torch_reference(inputs[0], given.execute(inputs)[0], reduce)
             print(f"\n{list(shape)}, reduce {reduce}")
             for form, split in (("as Thunder writes it", False), ("mask drawn apart", True)):
                 predicted = eqsat.estimate_fusion(definition(shape, reduce, split), inputs)
-                fd = given if not split else direct_definition(shape, reduce, True)
+                fd = given if not split else direct_definition(lambda DT: definition(shape, reduce, True, DT))
                 rows.append({"shape": list(shape), "reduce": reduce, "form": form,
                              **timed_run(form, lambda fd=fd: fd.execute(inputs), want, args.runs),
                              "predicted_us": predicted.time_us, "predicted_device_us": predicted.device_us,
                              "predicted_kernels": len(predicted.kernels)})
                 print(f"    predicted {predicted.time_us:.1f} us ({predicted.device_us:.1f} on the GPU) "
                       f"in {len(predicted.kernels)} kernels")
-            optimized = eqsat.optimize_fusion(definition(shape, reduce), inputs)
-            fd = optimized.to_nvfuser("nvfuser_direct")
-            rows.append({"shape": list(shape), "reduce": reduce, "form": "eqsat", "credited": optimized.report.rules,
-                         **timed_run("eqsat", lambda fd=fd: fd.execute(inputs), want, args.runs),
-                         "predicted_us": optimized.report.after.time_us,
-                         "predicted_device_us": optimized.report.after.device_us,
-                         "predicted_kernels": len(optimized.report.after.kernels)})
-            print(f"    predicted {optimized.report.after.time_us:.1f} us ({', '.join(optimized.report.rules)})")
+            rows.append({"shape": list(shape), "reduce": reduce,
+                         **eqsat_run(definition(shape, reduce), inputs, want, args.runs)})
     if args.json:
         write_rows(args.json, rows)
     return 0 if all(r["agrees"] for r in rows) else 1

@@ -17,21 +17,13 @@ from __future__ import annotations
 
 import sys
 
-from gpu_timing import side_by_side_args, timed_run, write_rows
+from gpu_timing import direct_definition, eqsat_run, side_by_side_args, timed_run, write_rows
 
 import eqsat
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
 
 SHAPES = ((4, 2048, 5632), (8, 4096, 2048))
 FORMS = {"one chain": False, "reduction branch recomputed": True}     # as written; by hand
-
-
-def direct_definition(recomputed: bool):
-    """The form built with nvfuser_direct itself: nvFuser runs the definition as given."""
-    from nvfuser_direct import DataType as NvDataType, FusionDefinition
-    with FusionDefinition() as fd:
-        definition(recomputed, NvDataType)(fd)
-    return fd
 
 
 def main(argv=None) -> int:
@@ -45,18 +37,12 @@ def main(argv=None) -> int:
         print(f"\n{list(shape)}")
         for form, recomputed in FORMS.items():
             predicted = eqsat.estimate_fusion(definition(recomputed), inputs)
-            fd = direct_definition(recomputed)
+            fd = direct_definition(lambda DT: definition(recomputed, DT))
             rows.append({"shape": list(shape), "form": form,
                          **timed_run(form, lambda fd=fd: fd.execute(inputs), want, args.runs),
                          "predicted_us": predicted.time_us, "predicted_kernels": len(predicted.kernels)})
             print(f"    predicted {predicted.time_us:.1f} us in {len(predicted.kernels)} kernels")
-        optimized = eqsat.optimize_fusion(definition(), inputs)
-        fd = optimized.to_nvfuser("nvfuser_direct")
-        rows.append({"shape": list(shape), "form": "eqsat", "credited": optimized.report.rules,
-                     **timed_run("eqsat", lambda fd=fd: fd.execute(inputs), want, args.runs),
-                     "predicted_us": optimized.report.after.time_us,
-                     "predicted_kernels": len(optimized.report.after.kernels)})
-        print(f"    predicted {optimized.report.after.time_us:.1f} us ({', '.join(optimized.report.rules)})")
+        rows.append({"shape": list(shape), **eqsat_run(definition(), inputs, want, args.runs)})
     if args.json:
         write_rows(args.json, rows)
     return 0 if all(r["agrees"] for r in rows) else 1
