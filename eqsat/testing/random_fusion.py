@@ -6,7 +6,7 @@ in their domains: ``exp(tanh x)``, ``sqrt(abs x)``, ``1 / (1 + abs x)``...), bin
 broadcasts to the union of axes, scalar constants and a scalar input, casts, reductions
 (sum/max/min/prod/mean/var over random axis sets, keepdim or not), normalizations (softmax,
 layer norm), the patterns eqsat rewrites (a sum of a product over axes one factor lacks; a
-full amax of a normalization), and ops eqsat does not model (``erf``, ``where``, ``reshape``, ``segment_set``),
+full amax of a normalization; a dropout mask drawn from a seed and an offset), and ops eqsat does not model (``erf``, ``where``, ``reshape``, ``segment_set``),
 which it keeps verbatim. One to three outputs.
 
 ``special=True`` draws special values too: into the inputs, per dtype (NaN, +-inf, +-0.0, the
@@ -42,6 +42,7 @@ D = DataType.Double
 STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
          "normalization", "boundary", "factored_sum", "normalized_amax"]
 SPECIAL_STEPS = ["shifted_extremum"]       # the max/min rules' pattern, where inf meets -inf
+DRAW_STEPS = ["dropout"]                    # random draws (``draws=True``: other seeds' fusions stay as they were)
 SCALARS = [0.5, 2.0, -1.5, 3.0, 1e-3]
 # Double constants: a huge one overflows a Float product, a tiny one underflows it
 SPECIAL_SCALARS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, 1e-300]
@@ -274,6 +275,18 @@ class _Builder:
         a = self.fd.ops.abs(y.ref)
         self.add(self.fd.ops.max(a, dims=list(range(len(y.dims)))), (), "amax")
 
+    def dropout(self, v: Value):
+        """``v`` through dropout as Thunder's backward writes it: a keep mask drawn from a
+        constant seed and offset (nvFuser's Philox numbers, in the torch executor too),
+        ``v * mask / 0.9`` (the placement rule's pattern)."""
+        v = self.upcast(self.plain(v))
+        ops, Int = self.fd.ops, DataType.Int
+        u = ops.uniform(self.fd.define_scalar(0.0, dtype=D), self.fd.define_scalar(1.0, dtype=D),
+                        [self.sizes[d] for d in v.dims], rng_seed=self.fd.define_scalar(self.ch.int(0, 99), dtype=Int),
+                        rng_offset=self.fd.define_scalar(4 * self.ch.int(0, 9), dtype=Int), dtype=DataType.Float)
+        keep = ops.cast(ops.lt(u, self.fd.define_scalar(0.9, dtype=D)), dtype=DataType.Float)
+        self.add(ops.mul(ops.mul(v.ref, keep), self.fd.define_scalar(1 / 0.9, dtype=D)), v.dims, "dropout")
+
     def boundary(self, v: Value):
         """An op the e-graph keeps as it is: a reshape, a segment_set, or a scan (cumsum or
         cummax) along one of the value's axes."""
@@ -294,9 +307,10 @@ class _Builder:
 
 
 def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
-                  special: bool = False) -> RandomCase:
+                  special: bool = False, draws: bool = False) -> RandomCase:
     """A random fusion and inputs for it (seeded through the chooser); ``special`` draws
-    special values into inputs and constants (the same fusion otherwise, but for constants)."""
+    special values into inputs and constants (the same fusion otherwise, but for constants);
+    ``draws`` adds dropout steps (a mask drawn from a constant seed and offset)."""
     n_axes = ch.int(1, max_axes)
     extents = [ch.int(2, max_extent) for _ in range(n_axes)]
     planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
@@ -322,7 +336,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
         for _ in range(steps):
             recent = b.values[-3:]
             v = ch.pick(recent) if ch.int(0, 2) else ch.pick(b.values)
-            kind = ch.pick(STEPS + SPECIAL_STEPS if special else STEPS)
+            kind = ch.pick(STEPS + (SPECIAL_STEPS if special else []) + (DRAW_STEPS if draws else []))
             if kind in ("binary", "factored_sum", "shifted_extremum"):
                 getattr(b, kind)(v, ch.pick(b.values))
             elif kind == "scalar":
