@@ -169,7 +169,8 @@ def _draws():
     """``drawn``: a function of random draws and scalars alone. The encoding states it of each
     draw's leaf; it passes through every elementwise term (a cast, a comparison with a
     constant, a product of two draws), whose other operands are scalars (no labels) or drawn
-    themselves. A segment_set passes its value on unchanged, in the same class."""
+    themselves. Not through a SegmentSet: the placement rule that makes one does not fire on
+    it again."""
     for spec in TERMS.values():
         if spec.kind not in ("pointwise", "generic") or spec.name in BARRIER_TERMS:
             continue

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import DataType
+from eqsat.ir.opspec import OPS
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,8 @@ IR_OP = {t.name: t.ir_op for t in TERMS.values() if t.ir_op}
 SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) for t in TERMS.values()}
 REDUCTIONS = frozenset(t.name for t in TERMS.values() if t.kind == "reduction")
 GENERIC = frozenset(t.name for t in TERMS.values() if t.kind == "generic")
-# the IR ops that draw random numbers (kept ops: leaves of the e-graph, ``drawn``)
-RANDOM_OPS = frozenset({"uniform", "normal"})
+# the IR ops that draw random numbers, opspec's "random" ops (kept ops: leaves of the e-graph, ``drawn``)
+RANDOM_OPS = frozenset(op for op, spec in OPS.items() if spec.category == "random")
 # terms that are a kernel boundary: nvFuser's segmenter cuts the fusion at a segment_set (the
 # value is written by one segment and read by the next), which is otherwise an identity
 BARRIER_TERMS = frozenset({"SegmentSet"})

@@ -6,8 +6,9 @@ in their domains: ``exp(tanh x)``, ``sqrt(abs x)``, ``1 / (1 + abs x)``...), bin
 broadcasts to the union of axes, scalar constants and a scalar input, casts, reductions
 (sum/max/min/prod/mean/var over random axis sets, keepdim or not), normalizations (softmax,
 layer norm), the patterns eqsat rewrites (a sum of a product over axes one factor lacks; a
-full amax of a normalization; a dropout mask drawn from a seed and an offset), and ops eqsat does not model (``erf``, ``where``, ``reshape``, ``segment_set``),
-which it keeps verbatim. One to three outputs.
+full amax of a normalization; with ``draws``, a dropout mask drawn from a seed and an offset),
+ops eqsat does not model (``erf``, ``where``, ``reshape``), which it keeps verbatim, and
+``segment_set`` (a kernel boundary). One to three outputs.
 
 ``special=True`` draws special values too: into the inputs, per dtype (NaN, +-inf, +-0.0, the
 largest finite value and half of it, the smallest normal; see :func:`special_inputs`), into the
