@@ -65,15 +65,15 @@ def test_the_backward_reads_the_forwards_logsumexp_instead_of_reading_the_logits
 
 @pytest.mark.parametrize("form", ["masked", "thunder"])
 def test_recomputed_chains_never_leave_the_forward_dearer(pairs, form):
-    """With label smoothing, the forward's best candidate at extraction copies chains whose
-    copies lowering does not realise in full (2408 us as written); the best candidate
-    without copies is extracted from the same e-graph too, and the cheaper kept: never
-    dearer than the forward optimized with ``recompute=False``."""
+    """With label smoothing, the forward's best candidate at extraction may copy chains whose
+    copies lowering does not realise in full (it did, 2408 us as written, until the segmenter
+    merged across outputs last); the best candidate without copies is then extracted from the
+    same e-graph too, and the cheaper kept: never dearer than the forward optimized with
+    ``recompute=False``."""
     fwd = pairs[form, 0.1].forward
     alone = eqsat.optimize_fusion(fwd.original, _meta()[:2], recompute=False, deadline_s=None)
     assert fwd.report.after.time_us <= alone.report.after.time_us * (1 + 1e-9)
     assert fwd.report.after.time_us < 0.6 * fwd.report.before.time_us
-    assert any("without recomputed chains" in n for n in fwd.report.notes), fwd.report.notes
 
 
 def _reads_logits(fusion, node):

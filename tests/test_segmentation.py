@@ -393,3 +393,27 @@ def test_a_shape_query_of_a_computed_value_writes_nothing():
         est = eqsat.estimate_fusion(lambda fd: softmax(fd, queried), inputs)
         assert len(est.kernels) == 1
         assert (est.kernels[0].bytes_read, est.kernels[0].bytes_written) == (1024 * 4096 * 2, 1024 * 4096 * 2)
+
+
+def test_what_reads_an_output_joins_the_kernel_after_it_not_the_one_that_writes_it():
+    """nvFuser's segmenter merges no two groups across a fusion output until its final merge
+    of whole groups: a chain that reads a normalization's output and feeds a reduction which
+    cannot share the normalization's kernel (a sum over a reshaped [4, R/4, C] view) is that
+    reduction's prologue. The normalization writes its bf16 output alone, and the reduction
+    reads it (not an fp32 value the chain computed), as OPT's backward ran on the H200."""
+    def fusion(fd):
+        x = fd.ops.cast(fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32)
+        ss = fd.ops.sum(fd.ops.mul(x, x), dims=[1])
+        inv = fd.ops.rsqrt(fd.ops.add(fd.ops.mul(ss, 1.0 / 1024), 1e-6))
+        y = fd.ops.cast(fd.ops.mul(x, fd.ops.broadcast_in_dim(inv, shape=[4096, 1024], broadcast_dims=[0])),
+                        DataType.BFloat16)
+        fd.add_output(y)
+        z = fd.ops.mul(fd.ops.cast(fd.ops.reshape(y, new_shape=[4, 1024, 1024]), F32), 2.0)
+        fd.add_output(fd.ops.cast(fd.ops.sum(z, dims=[0, 1]), DataType.BFloat16))
+
+    est = eqsat.estimate_fusion(fusion, [torch.empty(4096, 1024, device="meta", dtype=torch.bfloat16)])
+    by_kind = {k.kind: k for k in est.kernels}
+    assert sorted(by_kind) == ["normalization", "outer_reduction"]
+    elements = 4096 * 1024
+    assert by_kind["normalization"].bytes_written == elements * 2
+    assert by_kind["outer_reduction"].bytes_read == elements * 2

@@ -246,7 +246,8 @@ class CostModel:
         recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
         sinks -= self.shape_only if shape_only is None else set(shape_only)
-        segmenter = Segmenter(self, nodes, order, sinks, barriers, inner)
+        segmenter = Segmenter(self, nodes, order, sinks, barriers, inner,
+                              set(outputs) if outputs is not None else set(roots))
         segmenter.merge()
         segments = segmenter.segments()
         est = self._priced(segments, segmenter, {})
