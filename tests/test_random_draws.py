@@ -1,5 +1,5 @@
 """Random draws and kernel boundaries: what a draw costs in each kernel kind (the profile's
-``draw_ps``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule that
+``draw_ps`` and ``draw_row_ns``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule that
 draws dropout's mask in a kernel of its own where the kernel that uses it draws slowly.
 Checked on dropout's backward as Thunder writes it (eqsat.testing.dropout_backward), against
 torch given the mask (nvFuser's Philox numbers, as eqsat's torch executor draws them)."""
@@ -21,13 +21,17 @@ def _ops(fusion, name: str) -> int:
     return sum(n.op == name for n in fusion.nodes)
 
 
-def _profile(**draw_ps) -> Profile:
-    """The packaged profile with the kinds' draw_ps replaced (the others left out)."""
+def _profile(draw_row_ns=None, **draw_ps) -> Profile:
+    """The packaged profile with the kinds' draw_ps replaced (the others left out), and the
+    outer reduction's draw_row_ns where given (else none)."""
     data = json.loads(resources.files("eqsat.cost").joinpath("profiles/h200_host_fit.json").read_text())
     for kind, consts in data["kinds"].items():
         consts.pop("draw_ps", None)
+        consts.pop("draw_row_ns", None)
         if kind in draw_ps:
             consts["draw_ps"] = draw_ps[kind]
+    if draw_row_ns is not None:
+        data["kinds"]["outer_reduction"]["draw_row_ns"] = draw_row_ns
     return Profile.from_dict(data)
 
 
@@ -49,6 +53,23 @@ def test_a_draw_costs_its_kinds_draw_ps_per_element_in_each_kernel_that_draws_it
     assert free.kernels[0].time_us == pytest.approx(consts.launch_us + free.bytes / (consts.bandwidth_GBps * 1e3))
 
 
+@pytest.mark.parametrize("shape", [SHAPE, (8192, 4096)])
+def test_an_outer_reduction_draws_by_the_rows_it_reduces(shape):
+    """An outer reduction's threads run along the kept axis, each drawing its column's rows
+    in turn: with draw_row_ns its draw takes that per row (4096 rows of 1024, 8192 of 4096:
+    8x the elements, 2x the time; an H100 measured 2.0x), unless draw_ps per element is more."""
+    fusion, inputs = definition(shape, "rows"), make_inputs(shape, "meta")
+    rows = shape[0]
+    base = eqsat.estimate_fusion(fusion, inputs, profile=_profile()).kernels[0]
+    consts = _profile().kinds["outer_reduction"]
+    by_rows = eqsat.estimate_fusion(fusion, inputs, profile=_profile(draw_row_ns=100.0)).kernels[0]
+    assert by_rows.kind == "outer_reduction"
+    assert by_rows.time_us == pytest.approx(consts.launch_us + base.flops / (consts.gflops * 1e3) + rows * 0.1)
+    by_elements = eqsat.estimate_fusion(fusion, inputs, profile=_profile(draw_row_ns=100.0, outer_reduction=1000.0))
+    assert by_elements.kernels[0].time_us == pytest.approx(
+        consts.launch_us + base.flops / (consts.gflops * 1e3) + shape[0] * shape[1] * 1e-3)
+
+
 def test_a_segment_set_is_a_kernel_boundary_that_writes_and_reads_its_value():
     """The mask behind a segment_set (the form written by hand): two kernels, the first
     writing the bool mask (1 byte an element), the second reading it with g."""
@@ -63,9 +84,9 @@ def test_a_segment_set_is_a_kernel_boundary_that_writes_and_reads_its_value():
 
 
 def test_the_mask_is_drawn_apart_from_an_outer_reduction(outer):
-    """An outer reduction draws about 5x slower per element than a pointwise kernel
-    (h200_host_fit's draw_ps, fitted on OPT's backward fusions): eqsat cuts the fusion at the
-    bool mask, which a pointwise kernel of its own draws."""
+    """An outer reduction of 4096 rows draws about 5x slower per element than a pointwise
+    kernel (h200_host_fit's draw_row_ns, fitted on OPT's backward fusions): eqsat cuts the
+    fusion at the bool mask, which a pointwise kernel of its own draws."""
     assert outer.report.rules == ["draw-in-its-own-kernel"]
     assert len(outer.report.before.kernels) == 1 and len(outer.report.after.kernels) == 2
     assert outer.report.after.time_us < 0.7 * outer.report.before.time_us
@@ -78,8 +99,8 @@ def test_the_mask_is_drawn_apart_from_an_outer_reduction(outer):
 
 @pytest.mark.parametrize("reduce", [None, "cols"])
 def test_a_kernel_that_draws_cheaply_keeps_its_draw(reduce):
-    """A pointwise kernel, and an inner reduction (whose draw_ps is not measured), keep the
-    draw: a kernel of its own would cost a launch, a segment's host time and the mask's bytes."""
+    """A pointwise kernel, and an inner reduction (which draws as fast), keep the draw: a
+    kernel of its own would cost a launch, a segment's host time and the mask's bytes."""
     optimized = eqsat.optimize_fusion(definition(SHAPE, reduce), make_inputs(SHAPE, "meta"))
     assert not optimized.report.rules
     assert _ops(optimized.fusion, "segment_set") == 0
@@ -103,8 +124,9 @@ def test_the_split_gives_the_same_numbers(outer):
     torch.testing.assert_close(given[1][finite], want[1][finite], rtol=1e-2, atol=1e-2)
 
 
-def test_a_profile_refuses_a_negative_draw_ps():
+@pytest.mark.parametrize("field", ["draw_ps", "draw_row_ns"])
+def test_a_profile_refuses_a_negative_draw_cost(field):
     data = json.loads(resources.files("eqsat.cost").joinpath("profiles/h200_host_fit.json").read_text())
-    data["kinds"]["pointwise"]["draw_ps"] = -1.0
-    with pytest.raises(FusionError, match="draw_ps"):
+    data["kinds"]["pointwise"][field] = -1.0
+    with pytest.raises(FusionError, match=field):
         Profile.from_dict(data)

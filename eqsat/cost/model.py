@@ -377,10 +377,21 @@ class CostModel:
         rbytes = sum(self.nbytes(nodes[r]) for r in reads) + \
             sum(min(b, self.nbytes(nodes[k])) for k, b in gathered.items() if k not in reads)
         wbytes = sum(self.nbytes(nodes[w]) for w in written)
-        drawn = sum(self.numel(nodes[d].labels) for d in draws)
         t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
-                                   flops / (consts.gflops * 1e3) + drawn * consts.draw_ps * 1e-6)
+                                   flops / (consts.gflops * 1e3) + self._draw_us(consts, nodes, ms, draws))
         return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed))
+
+    def _draw_us(self, consts, nodes, ms, draws) -> float:
+        """The time a kernel of ``consts``'s kind takes to draw ``draws`` (random ops): the
+        kind's ``draw_ps`` per element, or where more its ``draw_row_ns`` per row its
+        reductions (members of ``ms``) reduce: the elements drawn over the most elements one
+        of them keeps."""
+        drawn = sum(self.numel(nodes[d].labels) for d in draws)
+        us = drawn * consts.draw_ps * 1e-6
+        kept = max((self.numel(nodes[m].labels) for m in ms if nodes[m].op in REDUCING), default=0)
+        if consts.draw_row_ns and kept:
+            us = max(us, drawn / kept * consts.draw_row_ns * 1e-3)
+        return us
 
 
 def _live(ms, g, group_of, consumers, sinks, recomputed_in) -> list:
