@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 import torch
-from gpu_timing import timed_run, write_rows
+from gpu_timing import finish, timed_run
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
@@ -122,9 +122,7 @@ def main(argv=None) -> int:
     rows = [r for family in args.families for scaled in forms
             for r in measure(family, scaled, args.shape, args.runs, args.quick, args.min_gain, args.verify)]
     print("\n" + table(rows))
-    if args.json:
-        write_rows(args.json, rows)
-    return 0 if all(r["agrees"] for r in rows) else 1
+    return finish(args, rows)
 
 
 if __name__ == "__main__":

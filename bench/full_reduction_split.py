@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 
 import torch
-from gpu_timing import side_by_side_args, timed_run, write_rows
+from gpu_timing import finish, side_by_side_args, timed_run
 
 import eqsat
 from eqsat.ir.dtypes import DataType
@@ -79,9 +79,7 @@ def main(argv=None) -> int:
     for name in CASES:
         cells = [next(r for r in rows if r["case"] == name and r["form"] == f) for f in FORMS]
         print(f"{name:32s} " + " ".join(f"{c['us']:11.1f} /{c['device_us']:10.1f}" for c in cells))
-    if args.json:
-        write_rows(args.json, rows)
-    return 0 if all(r["agrees"] for r in rows) else 1
+    return finish(args, rows)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,27 @@ def direct_definition(definition):
     return fd
 
 
+def predicted_run(form: str, fd, fusion, inputs, want, runs: int) -> dict:
+    """``fd`` (nvFuser's definition of ``fusion``, as written) timed (``timed_run``) beside the
+    cost model's estimate of ``fusion``: a row's fields, its form named."""
+    import eqsat
+    predicted = eqsat.estimate_fusion(fusion, inputs)
+    row = {"form": form, **timed_run(form, lambda: fd.execute(inputs), want, runs),
+           "predicted_us": predicted.time_us, "predicted_device_us": predicted.device_us,
+           "predicted_kernels": len(predicted.kernels)}
+    print(f"    predicted {predicted.time_us:.1f} us ({predicted.device_us:.1f} on the GPU) "
+          f"in {len(predicted.kernels)} kernels")
+    return row
+
+
+def finish(args, rows: list[dict]) -> int:
+    """A side-by-side bench's end: its rows written where ``--json`` says; exit status 0
+    where every row's outputs agreed, else 1."""
+    if args.json:
+        write_rows(args.json, rows)
+    return 0 if all(r["agrees"] for r in rows) else 1
+
+
 def eqsat_run(fusion, inputs, want, runs: int) -> dict:
     """``fusion`` optimized by eqsat at ``inputs``, lowered to nvfuser_direct and timed
     (``timed_run``): a row's fields, with the rules credited and the predictions after."""

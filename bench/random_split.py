@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from gpu_timing import direct_definition, eqsat_run, side_by_side_args, timed_run, write_rows
+from gpu_timing import direct_definition, eqsat_run, finish, predicted_run, side_by_side_args
 
-import eqsat
 from eqsat.testing.dropout_backward import definition, make_inputs, torch_reference
 
 SHAPES = ((4096, 1024), (8192, 4096))
@@ -36,19 +35,12 @@ def main(argv=None) -> int:
             want = torch_reference(inputs[0], given.execute(inputs)[0], reduce)
             print(f"\n{list(shape)}, reduce {reduce}")
             for form, split in (("as Thunder writes it", False), ("mask drawn apart", True)):
-                predicted = eqsat.estimate_fusion(definition(shape, reduce, split), inputs)
                 fd = given if not split else direct_definition(lambda DT: definition(shape, reduce, True, DT))
-                rows.append({"shape": list(shape), "reduce": reduce, "form": form,
-                             **timed_run(form, lambda fd=fd: fd.execute(inputs), want, args.runs),
-                             "predicted_us": predicted.time_us, "predicted_device_us": predicted.device_us,
-                             "predicted_kernels": len(predicted.kernels)})
-                print(f"    predicted {predicted.time_us:.1f} us ({predicted.device_us:.1f} on the GPU) "
-                      f"in {len(predicted.kernels)} kernels")
+                rows.append({"shape": list(shape), "reduce": reduce,
+                             **predicted_run(form, fd, definition(shape, reduce, split), inputs, want, args.runs)})
             rows.append({"shape": list(shape), "reduce": reduce,
                          **eqsat_run(definition(shape, reduce), inputs, want, args.runs)})
-    if args.json:
-        write_rows(args.json, rows)
-    return 0 if all(r["agrees"] for r in rows) else 1
+    return finish(args, rows)
 
 
 if __name__ == "__main__":

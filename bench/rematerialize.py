@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import sys
 
-from gpu_timing import direct_definition, eqsat_run, side_by_side_args, timed_run, write_rows
+from gpu_timing import direct_definition, eqsat_run, finish, predicted_run, side_by_side_args
 
-import eqsat
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
 
 SHAPES = ((4, 2048, 5632), (8, 4096, 2048))
@@ -36,16 +35,11 @@ def main(argv=None) -> int:
         want = [torch_reference(*inputs)]
         print(f"\n{list(shape)}")
         for form, recomputed in FORMS.items():
-            predicted = eqsat.estimate_fusion(definition(recomputed), inputs)
             fd = direct_definition(lambda DT: definition(recomputed, DT))
-            rows.append({"shape": list(shape), "form": form,
-                         **timed_run(form, lambda fd=fd: fd.execute(inputs), want, args.runs),
-                         "predicted_us": predicted.time_us, "predicted_kernels": len(predicted.kernels)})
-            print(f"    predicted {predicted.time_us:.1f} us in {len(predicted.kernels)} kernels")
+            rows.append({"shape": list(shape),
+                         **predicted_run(form, fd, definition(recomputed), inputs, want, args.runs)})
         rows.append({"shape": list(shape), **eqsat_run(definition(), inputs, want, args.runs)})
-    if args.json:
-        write_rows(args.json, rows)
-    return 0 if all(r["agrees"] for r in rows) else 1
+    return finish(args, rows)
 
 
 if __name__ == "__main__":

@@ -386,6 +386,8 @@ class CostModel:
         kind's ``draw_ps`` per element, or where more its ``draw_row_ns`` per row its
         reductions (members of ``ms``) reduce: the elements drawn over the most elements one
         of them keeps."""
+        if not draws:
+            return 0.0
         drawn = sum(self.numel(nodes[d].labels) for d in draws)
         us = drawn * consts.draw_ps * 1e-6
         kept = max((self.numel(nodes[m].labels) for m in ms if nodes[m].op in REDUCING), default=0)

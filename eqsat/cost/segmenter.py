@@ -191,27 +191,24 @@ class Segmenter:
         (a small value broadcast into a large kernel joins it last, as nvFuser's segmenter
         leaves it: a RoPE's cos/sin table stays a kernel of its own where the resize
         scheduler's kernels cannot write it); then groups with reductions along edges; each of
-        these along edges that carry no fusion output (:meth:`through_outputs_last`); then along
-        every edge, then siblings."""
-        numel, space = self.model.numel, self.model.space
-        inner = [(n, c) for n, c in self.edges if n not in self.outputs]
-        same = [(n, c) for n, c in inner if numel(space(self.nodes, n)) == numel(space(self.nodes, c))]
-        self.merge_pairs(same, pointwise_only=True)
-        self.merge_pairs(inner, pointwise_only=True)
-        self.merge_pairs(inner, pointwise_only=False)
-        self.merge_pairs(self.through_outputs_last(), pointwise_only=False)
-        self.merge_pairs(self.siblings(), pointwise_only=False)
+        these along edges that carry no fusion output; then along every edge, then siblings.
 
-    def through_outputs_last(self) -> list[tuple[int, int]]:
-        """Every edge, those that carry a fusion output among them: nvFuser's segmenter merges
-        no two groups across an output in its level-by-level merge
+        nvFuser's segmenter merges no two groups across an output in its level-by-level merge
         (``SegmentedGroup::getNeighborGroups``: "Don't fuse across output nodes"), only in its
         final merge of whole producer and consumer groups (``finalMerge``), by which time what
         reads the output has grown into a group of its own. A dropout chain read from a
         LayerNorm backward's reshaped output thus runs as the prologue of the bias gradient's
         reduction, which cannot join the inner-outer kernel, not as that kernel's epilogue
         (OPT's backward on the H200, nvFuser 0.2.35: the reduction kernel draws the mask)."""
-        return self.edges
+        numel, space = self.model.numel, self.model.space
+        not_across_outputs = [(n, c) for n, c in self.edges if n not in self.outputs]
+        same = [(n, c) for n, c in not_across_outputs
+                if numel(space(self.nodes, n)) == numel(space(self.nodes, c))]
+        self.merge_pairs(same, pointwise_only=True)
+        self.merge_pairs(not_across_outputs, pointwise_only=True)
+        self.merge_pairs(not_across_outputs, pointwise_only=False)
+        self.merge_pairs(self.edges, pointwise_only=False)
+        self.merge_pairs(self.siblings(), pointwise_only=False)
 
     def siblings(self) -> list[tuple[int, int]]:
         """Pairs of compute nodes that read a common value (not a factory: recomputed anyway)."""
