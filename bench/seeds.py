@@ -1,4 +1,4 @@
-"""The two seed fusions on a GPU, side by side: nvFuser on the definition as given, on eqsat's
+"""The seed fusions on a GPU, side by side: nvFuser on the definition as given, on eqsat's
 output and on the hand rewrite; torch eager; torch.compile. Time (CUDA events, warm-up, many
 runs): ``us`` at steady state (calls issued back to back, the host's launch cost overlapped
 with the GPU work before it; the speedups are of this), ``latency_us`` (one call at a time,
@@ -6,7 +6,9 @@ host cost inside) and ``device_us`` (the kernels' own time, torch.profiler: what
 a call is bound by nvFuser's host cost); kernels (torch.profiler); achieved bandwidth against
 a measured copy.
 
-    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick]
+    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick] [--only SEED[:SHAPE] ...]
+
+``--only layernorm_amax:65536x1024`` times that seed at that shape alone (a seed alone: all its shapes).
 """
 from __future__ import annotations
 
@@ -26,18 +28,41 @@ SHAPES = {"reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
           "rmsnorm_fp8": [(16384, 4096), (8192, 8192), (65536, 1024)]}
 
 
+def chosen_shapes(only) -> dict[str, list[tuple]]:
+    """Seed -> the shapes to time: all (``only`` None), or those ``only`` names."""
+    if not only:
+        return SHAPES
+    chosen: dict[str, list[tuple]] = {}
+    for item in only:
+        name, _, shape = item.partition(":")
+        if name not in SHAPES:
+            raise ValueError(f"--only {item}: no seed {name!r}; seeds: {', '.join(SHAPES)}")
+        shapes = SHAPES[name] if not shape else [s for s in SHAPES[name] if "x".join(map(str, s)) == shape]
+        if not shapes:
+            raise ValueError(f"--only {item}: {name} runs at "
+                             f"{', '.join('x'.join(map(str, s)) for s in SHAPES[name])}, not {shape}")
+        chosen.setdefault(name, []).extend(x for x in shapes if x not in chosen.get(name, []))
+    return chosen
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--json")
     parser.add_argument("--png", help="plot of speedups over nvFuser as given (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="skip torch.compile")
+    parser.add_argument("--only", nargs="+", metavar="SEED[:SHAPE]",
+                        help=f"these seeds ({', '.join(SEEDS)}), or one shape of a seed (layernorm_amax:65536x1024)")
     args = parser.parse_args(argv)
+    try:
+        chosen = chosen_shapes(args.only)
+    except ValueError as err:
+        parser.error(str(err))
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s")
     rows = []
     for name, seed in SEEDS.items():
-        for shape in SHAPES[name]:
+        for shape in chosen.get(name, ()):
             inputs = seed.make_inputs(*shape, device="cuda")
             given = to_nvfuser(eqsat.from_function(seed.model_ref))
             hand = to_nvfuser(eqsat.from_function(seed.model))

@@ -3,6 +3,8 @@ rule, as estimate_fusion predicts it. Each fusion is written here; the counts ar
 nvFuser's segmenter gives such fusions (its scheduler rules, a method each in
 eqsat/cost/segmenter.py), and the corpus benchmark checks the model against nvFuser's real
 counts."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -106,6 +108,30 @@ def test_row_and_column_sums_share_a_kernel_only_when_persistent(back, want):
             fd.add_output(rows)
 
     assert kernels(fusion, (4096, 1024)) == want
+
+
+def test_an_inner_outer_kernel_takes_its_row_cost_per_row_the_outer_reduction_reduces():
+    """A norm backward's column sum in the inner-outer kernel: each block folds its rows into
+    the column accumulators in turn, so the kernel takes the normalization kind's
+    inner_outer_row_ns per row reduced, beyond its bytes (4096 rows here)."""
+    def fusion(fd):
+        x = _tensor(fd, 2)
+        rows = fd.ops.sum(x, dims=[1])
+        fd.add_output(fd.ops.sum(x, dims=[0]))
+        fd.add_output(fd.ops.sub(x, fd.ops.broadcast_in_dim(rows, shape=x.shape(), broadcast_dims=[0])))
+
+    profile = load_profile()
+    inputs = [torch.empty(4096, 1024, device="meta")]
+
+    def kernel(row_ns):
+        norm = replace(profile.kinds["normalization"], inner_outer_row_ns=row_ns)
+        (k,) = eqsat.estimate_fusion(fusion, inputs, profile=replace(profile, kinds={**profile.kinds,
+                                                                                  "normalization": norm})).kernels
+        return k
+
+    assert kernel(10.0).time_us - kernel(0.0).time_us == pytest.approx(4096 * 10.0e-3)
+    assert profile.kinds["normalization"].inner_outer_row_ns > 0
+    assert all(c.inner_outer_row_ns == 0 for k, c in profile.kinds.items() if k != "normalization")
 
 
 @pytest.mark.parametrize("inner, want", [(True, 2), (False, 1)])

@@ -320,9 +320,9 @@ class CostModel:
     def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
                recomputed_in=None) -> Kernel:
         """The kernel of ``segment``, recomputing ``recomputed`` (``recomputed_in``: node -> the
-        kernels that recompute it); an inner-outer kernel's outer reduction goes through
-        per-block partial results (written and read back, about one row of them per SM) and a
-        second launch."""
+        kernels that recompute it); an inner-outer kernel's outer reduction goes through per-block
+        partial results (written and read back, about one row of them per SM) and a second
+        launch, and takes the kind's ``inner_outer_row_ns`` per row it reduces."""
         k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
                          segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads,
                          segmenter.privatized, recomputed, recomputed_in)
@@ -330,7 +330,13 @@ class CostModel:
             consts = self.profile.kinds[segment.kind]
             partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
             k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
+            k.time_us += consts.inner_outer_row_ns * 1e-3 * max(self.rows_reduced(segmenter.nodes, m)
+                                                                for m in segment.partials)
         return k
+
+    def rows_reduced(self, nodes: dict, m) -> int:
+        """How many elements reduction ``m`` folds into each it keeps."""
+        return self.numel(nodes[nodes[m].kids[0]].labels) // max(1, self.numel(nodes[m].labels))
 
     def _alias_copies(self) -> list[Kernel]:
         """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a

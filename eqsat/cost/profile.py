@@ -32,13 +32,18 @@ class KindConstants:
     measured); ``draw_row_ns``: where more, the time per row the kernel's reductions reduce
     (the elements drawn over the elements its reductions keep), in ns: an outer reduction's
     threads run along the kept axis, each drawing its column's rows one after another, so
-    its draw takes time by the rows, not by the elements (0: not so)."""
+    its draw takes time by the rows, not by the elements (0: not so); ``inner_outer_row_ns``
+    (the normalization kind's): the time an inner-outer persistent kernel (a normalization
+    that also reduces along the outer axis, through per-block partial results, as a norm
+    backward's weight gradient does) adds per row its outer reduction reduces, in ns: each
+    block folds its rows into the outer accumulators one after another (0: nothing)."""
 
     launch_us: float
     bandwidth_GBps: float
     gflops: float
     draw_ps: float = 0.0
     draw_row_ns: float = 0.0
+    inner_outer_row_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,8 @@ class Profile:
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":
         try:
             kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]),
-                                      float(v.get("draw_ps", 0.0)), float(v.get("draw_row_ns", 0.0)))
+                                      float(v.get("draw_ps", 0.0)), float(v.get("draw_row_ns", 0.0)),
+                                      float(v.get("inner_outer_row_ns", 0.0)))
                      for k, v in data["kinds"].items()}
             for k, instead in FALLBACK_KINDS.items():
                 if k not in kinds and instead in kinds:
@@ -106,10 +112,12 @@ class Profile:
                 raise KeyError(f"kinds.{missing[0]}")
             for k, c in kinds.items():
                 if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")
-                        and 0 <= c.draw_ps < float("inf") and 0 <= c.draw_row_ns < float("inf")) \
+                        and 0 <= c.draw_ps < float("inf") and 0 <= c.draw_row_ns < float("inf")
+                        and 0 <= c.inner_outer_row_ns < float("inf")) \
                         or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
                     raise ValueError(f"kinds.{k} needs launch_us >= 0, finite bandwidth_GBps and "
-                                     f"gflops > 0 and a finite draw_ps and draw_row_ns >= 0, got {c}")
+                                     f"gflops > 0, a finite draw_ps, draw_row_ns and "
+                                     f"inner_outer_row_ns >= 0, got {c}")
             host = _host(data)
             error = None
             if data.get("error") is not None:
@@ -121,7 +129,7 @@ class Profile:
                        error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
-                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,draw_ps,draw_row_ns]}} and "
+                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,draw_ps,draw_row_ns,inner_outer_row_ns]}} and "
                               f"optionally an error table (eqsat.cost.error_table)") from None
 
 
