@@ -32,13 +32,9 @@ import time
 import numpy as np
 
 import eqsat
-from eqsat.cost.profile import KINDS, load_profile
+from eqsat.cost.profile import HAND_FITTED, KINDS, load_profile
 from eqsat.ir.dtypes import DataType
 from eqsat.testing.seeds import reduction_broadcast_ref
-
-# constants the microbenchmarks do not measure, carried over from the default profile (its
-# draw_source and inner_outer_source say where they were fitted)
-HAND_FITTED = ("draw_ps", "draw_row_ns", "inner_outer_row_ns")
 
 F32 = DataType.Float
 BF16 = DataType.BFloat16

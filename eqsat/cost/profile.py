@@ -22,6 +22,9 @@ KINDS = ("pointwise", "reduction", "outer_reduction", "grid_reduction", "normali
 # a kind a profile may leave out, and the kind whose constants it then takes (profiles written
 # before the kind was told apart)
 FALLBACK_KINDS = {"grid_reduction": "reduction", "outer_reduction": "reduction"}
+# a kind's constants a profile may leave out (0: none): fitted by hand on recorded runs, not by
+# bench/calibrate.py's microbenchmarks, which carry them over from the default profile
+HAND_FITTED = ("draw_ps", "draw_row_ns", "inner_outer_row_ns")
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,7 @@ class Profile:
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":
         try:
             kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]),
-                                      float(v.get("draw_ps", 0.0)), float(v.get("draw_row_ns", 0.0)),
-                                      float(v.get("inner_outer_row_ns", 0.0)))
+                                      **{f: float(v[f]) for f in HAND_FITTED if f in v})
                      for k, v in data["kinds"].items()}
             for k, instead in FALLBACK_KINDS.items():
                 if k not in kinds and instead in kinds:
@@ -112,12 +114,10 @@ class Profile:
                 raise KeyError(f"kinds.{missing[0]}")
             for k, c in kinds.items():
                 if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")
-                        and 0 <= c.draw_ps < float("inf") and 0 <= c.draw_row_ns < float("inf")
-                        and 0 <= c.inner_outer_row_ns < float("inf")) \
+                        and all(0 <= getattr(c, f) < float("inf") for f in HAND_FITTED)) \
                         or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
                     raise ValueError(f"kinds.{k} needs launch_us >= 0, finite bandwidth_GBps and "
-                                     f"gflops > 0, a finite draw_ps, draw_row_ns and "
-                                     f"inner_outer_row_ns >= 0, got {c}")
+                                     f"gflops > 0, a finite {', '.join(HAND_FITTED)} >= 0, got {c}")
             host = _host(data)
             error = None
             if data.get("error") is not None:
@@ -129,7 +129,7 @@ class Profile:
                        error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
-                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,draw_ps,draw_row_ns,inner_outer_row_ns]}} and "
+                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,{','.join(HAND_FITTED)}]}} and "
                               f"optionally an error table (eqsat.cost.error_table)") from None
 
 

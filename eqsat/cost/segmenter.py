@@ -134,12 +134,11 @@ class Segmenter:
     ``space`` and deadline); ``order``: the nodes in topological order; ``sinks``: what the
     kernels must write (outputs, barriers' inputs); ``barriers``: a barrier op's output -> its
     inputs; ``inner``: node -> the label of its innermost dim; ``outputs``: the fusion's
-    outputs (default: the sinks)."""
+    outputs."""
 
     def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict,
-                 outputs=None):
-        self.model, self.nodes, self.sinks = model, nodes, sinks
-        self.outputs = set(sinks if outputs is None else outputs)
+                 outputs: set[int]):
+        self.model, self.nodes, self.sinks, self.outputs = model, nodes, sinks, outputs
         self.inner = dict(inner)        # with what :meth:`innermost` derives (per candidate)
         self.factories = self.recomputed_factories(order)
         self.consumers = consumers_of(nodes, order)
