@@ -5,9 +5,10 @@ The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
 ``freeze()``; :mod:`eqsat.egraph.egglog_text`, this and ``eqsat.egraph.saturate._changes`` are the places
 that touch egglog's internals). A fast additive estimate picks a first candidate; a local
 search then switches one class's choice at a time, scoring each whole candidate with
-:class:`~eqsat.cost.CostModel`, until nothing improves or the time budget is spent. The
-input's own choice is scored too, and wins ties. Under a deadline no score is begun that
-would, at the longest one so far, end past it: the best choice scored by then is the result.
+:class:`~eqsat.cost.CostModel`, until nothing improves or its work budget is spent (the nodes
+of the candidates scored, summed: the same on any machine). The input's own choice is scored
+too, and wins ties. A deadline is a backstop: no score is begun that would, at the longest one
+so far, end past it, and the best choice scored by then is the result.
 The best few distinct candidates scored (``Extraction.top``) are remembered too, for GPU
 verification to time.
 """
@@ -141,6 +142,9 @@ class Extraction:
     base: Choice
     cut: bool = False
     top: list[Choice] = field(default_factory=list)
+    scored: int = 0             # whole candidates scored
+    work: int = 0               # their nodes, summed (what the search budget counts)
+    stop: str = "converged"     # or "budget", "time limit", "deadline"
 
 
 def signature(estimate: Estimate) -> tuple:
@@ -179,15 +183,18 @@ class _Best:
 
 
 class _Scorer:
-    """Whole-candidate scores, timed. A score is begun only if, at the longest one's duration
-    so far (``guess_s`` before the first), it would end before ``until``: the cost model is
-    not stopped once it runs."""
+    """Whole-candidate scores, counted and timed: ``work`` is the nodes of the candidates
+    scored, summed. A score is begun only if, at the longest one's duration so far
+    (``guess_s`` before the first), it would end before ``until``: the cost model is not
+    stopped once it runs."""
 
     def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float,
                  best: _Best):
         self.roots, self.model, self.until, self.longest = roots, model, until, guess_s
         self.cut = False
         self.best = best
+        self.work = 0
+        self.scored = 0
 
     def affordable(self) -> bool:
         if self.until is None or time.perf_counter() + self.longest < self.until:
@@ -199,7 +206,7 @@ class _Scorer:
         began = time.perf_counter()
         self.model.until = self.until
         try:
-            estimate = _evaluate(pick, self.roots, self.model)
+            estimate = _evaluate(pick, self.roots, self.model, self)
         except EstimateCut:
             self.cut = True
             return None
@@ -210,13 +217,16 @@ class _Scorer:
         return estimate
 
 
-def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Estimate | None:
+def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
+              scorer: _Scorer) -> Estimate | None:
     """The cost model's estimate of the candidate ``pick`` makes from ``roots``; None where it
-    has a cycle, an untyped node, or no reading."""
+    has a cycle, an untyped node, or no reading. Counts the score and its nodes in ``scorer``."""
+    scorer.scored += 1
     try:
         nodes = reachable(pick, roots)
     except (KeyError, ValueError):
         return None
+    scorer.work += len(nodes)
     if any(not _valid(n) for n in nodes.values()):
         return None
     try:
@@ -225,19 +235,24 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel) -> Est
         return None
 
 
+SEARCH_BUDGET = 30_000      # nodes scored by the local search, summed (the corpora use 6000 at most)
+
+
 def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget_s: float = 0.5, until: float | None = None, guess_s: float = 0.0,
-            keep: int = 3) -> Extraction:
+            budget: int = SEARCH_BUDGET, budget_s: float | None = None, until: float | None = None,
+            guess_s: float = 0.0, keep: int = 3) -> Extraction:
     """The best choice found, the original's choice, and the ``keep`` best distinct candidates
     scored other than the original. ``original`` is the input's e-node for each of its
-    classes. The local search runs for ``budget_s`` at most; ``until`` (a ``perf_counter``
-    time) is a deadline over the whole, and ``guess_s`` how long one whole-candidate score is
+    classes. The local search stops where nothing improves, or once the candidates it scored
+    hold ``budget`` nodes together (what decides a normal result, the same on any machine);
+    ``budget_s`` (seconds, None: none) and ``until`` (a ``perf_counter`` time: the deadline
+    over the whole) are backstops, and ``guess_s`` how long one whole-candidate score is
     expected to take (see :class:`_Scorer`)."""
     best = _Best(keep + 1)          # one more: the input's own may be among them
     score = _Scorer(roots, model, until, guess_s, best)
     if not score.affordable():
         base = Choice(dict(original), None)
-        return Extraction(base, base, cut=True)
+        return Extraction(base, base, cut=True, stop="deadline")
     base = Choice(dict(original), score(original))
     greedy = _additive(d, model)
     start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
@@ -246,10 +261,30 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
         start = Choice(start_pick, score(start_pick))
         if start.score < base.score:
             current = start
-    current = _search(current, d, roots, score, time.perf_counter() + budget_s)
+    stop_at = None if budget_s is None else time.perf_counter() + budget_s
+    current, stop = _search(current, d, roots, score, _Budget(score, budget, stop_at))
     # the input's own terms, recomputing chains, are a candidate of their own
     same = None if base.estimate is None or base.estimate.recomputed else base.estimate
-    return Extraction(current, base, score.cut, best.without(same)[:keep])
+    return Extraction(current, base, score.cut, best.without(same)[:keep], score.scored, score.work,
+                      "deadline" if score.cut else stop)
+
+
+@dataclass
+class _Budget:
+    """When the local search stops: at ``work`` nodes scored, or at ``stop_at`` (a
+    ``perf_counter`` time, None: no time limit)."""
+
+    scorer: _Scorer
+    work: int
+    stop_at: float | None
+
+    def spent(self) -> str:
+        """Why the search must stop now ("budget", "time limit"), or ""."""
+        if self.scorer.work >= self.work:
+            return "budget"
+        if self.stop_at is not None and time.perf_counter() >= self.stop_at:
+            return "time limit"
+        return ""
 
 
 def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) -> bool:
@@ -260,19 +295,21 @@ def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) 
         return False
 
 
-def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer, stop_at: float) -> Choice:
+def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer,
+            budget: _Budget) -> tuple[Choice, str]:
     """Local search: switch one class's choice at a time, keep the first switch that lowers
-    the score, and start again; until none does, ``stop_at`` comes, or the deadline would."""
-    while time.perf_counter() < stop_at:
-        better = _first_improvement(current, d, roots, score, stop_at)
+    the score, and start again; until none does ("converged"), the budget is spent, or the
+    deadline would pass. Returns the best choice and why it stopped."""
+    while not (stop := budget.spent()):
+        better = _first_improvement(current, d, roots, score, budget)
         if better is None:
-            break
+            return current, budget.spent() or "converged"
         current = better
-    return current
+    return current, stop
 
 
 def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Scorer,
-                       stop_at: float) -> Choice | None:
+                       budget: _Budget) -> Choice | None:
     try:
         reach = reachable(current.pick, roots)
     except (KeyError, ValueError):
@@ -281,15 +318,13 @@ def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Score
         for alt in d.classes.get(c, ()):
             if alt == current.pick.get(c) or not _valid(alt):
                 continue
-            if not score.affordable():
+            if budget.spent() or not score.affordable():
                 return None
             trial = dict(current.pick)
             trial[c] = alt
             est = score(trial)
             if est is not None and est.time_us < current.score - 1e-6:
                 return Choice(trial, est)
-            if time.perf_counter() >= stop_at:
-                return None
     return None
 
 

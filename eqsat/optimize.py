@@ -17,8 +17,8 @@ from eqsat.cost.walks import reachable
 from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.recompute import copy_chains, with_recomputed, written_copies
 from eqsat.egraph.encode import encode
-from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, select_rules
-from eqsat.frontend.ingest import ingest
+from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, prepare, select_rules
+from eqsat.frontend.ingest import ingest, ingest_with_inputs
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.ir.layout import alias_output_sources
@@ -31,17 +31,13 @@ from eqsat.verification.runner import NvFuserRunner, Runner
 from eqsat.verification.verify import Verification, check_verifiable
 from eqsat.verification.verify import verify as verify_on_gpu
 
+from .defaults import DEADLINE_S, MIN_GAIN
 from .errors import FusionError
-from .extract import dump, extract, to_term_graph
+from .extract import SEARCH_BUDGET, dump, extract, to_term_graph
 from .rules import RULES
 
 DEFAULT_EXTENT = 1024     # the extent assumed for a symbolic axis when no inputs are given
-# The least predicted saving worth a change where the profile has no error table (a profile's
-# ``error``, eqsat.cost.error_table, gives the margin by kernel count and time otherwise). On the
-# H200 corpus run (bench/results), the three changes predicted to save 1.8-3.4% ran 13-39% slower.
-MIN_GAIN = 0.05
 VERIFY = (None, "gpu")    # optimize_fusion's verify=
-DEADLINE_S = 2.0          # seconds for everything after reading the fusion (optimize_fusion's deadline_s)
 
 
 @dataclass(frozen=True)
@@ -118,14 +114,18 @@ class Report:
     estimated: bool = True      # False: the cost model gave no estimate of the input (before, after empty)
     rejected: list[Rejection] = field(default_factory=list)
     verification: Verification | None = None
+    cut: str | None = None      # the first stage the deadline cut (None: it cut nothing)
+    unchanged: str | None = None   # why the input was kept (None where it changed)
+    search: dict = field(default_factory=dict)  # extraction's search: "scored", "nodes", "stop"
 
     def summary(self) -> dict:
-        return {"before": self.before.summary(), "after": self.after.summary(),
-                "changed": self.changed, "rules": self.rules,
+        return {"before": self.before.summary() if self.estimated else None,
+                "after": self.after.summary() if self.estimated else None,
+                "changed": self.changed, "unchanged": self.unchanged, "cut": self.cut, "rules": self.rules,
                 "rules_fired": self.rules_fired, "saturation": self.saturation.summary(),
                 "optimizer_ms": round(self.seconds * 1e3, 2),
                 "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
-                "notes": self.notes, "estimated": self.estimated,
+                "notes": self.notes, "estimated": self.estimated, "search": self.search,
                 "rejected": [r.summary() for r in self.rejected],
                 "verification": None if self.verification is None else self.verification.summary()}
 
@@ -144,9 +144,13 @@ class Report:
             lines.append("rules that fired: " + ", ".join(f"{k}×{v}" for k, v in sorted(
                 self.rules_fired.items(), key=lambda kv: -kv[1])))
         phases = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in self.phases.items() if k != "total")
-        lines.append(f"saturation: {self.saturation}; optimizer {self.seconds * 1e3:.1f} ms"
+        search = f"; search: {self.search['scored']} candidates scored, {self.search['stop']}" \
+            if self.search else ""
+        lines.append(f"saturation: {self.saturation}{search}; optimizer {self.seconds * 1e3:.1f} ms"
                      + (f" ({phases} ms)" if phases else ""))
         lines += [f"rejected: {r}" for r in self.rejected]
+        if self.unchanged:
+            lines.append(f"unchanged: {self.unchanged}")
         if self.verification is not None:
             lines.append(str(self.verification))
         lines += [f"note: {n}" for n in self.notes]
@@ -241,18 +245,22 @@ class OptimizedFusion:
 def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
                     rules: Iterable[str] | None = None, reassociate: bool = True,
                     limits: Limits | None = None, extents: dict[int, int] | None = None,
-                    default_extent: int = DEFAULT_EXTENT, search_seconds: float = 0.5,
-                    min_gain: float | None = None, deadline_s: float | None = DEADLINE_S,
+                    default_extent: int = DEFAULT_EXTENT, search_budget: int = SEARCH_BUDGET,
+                    search_seconds: float | None = None, min_gain: float | None = None, deadline_s: float | None = DEADLINE_S,
                     relower: bool = False, verify: str | None = None, cache_dir=None,
                     runner: Runner | None = None, recompute: bool = True) -> OptimizedFusion:
     """Optimize an nvFuser fusion.
 
     ``definition``: a function of ``fd``, repro text or a path to a repro file, a live
     ``nvfuser``/``nvfuser_direct`` FusionDefinition, eqsat's FusionDefinition or a Fusion.
-    ``inputs`` give the extents the cost model uses (otherwise static extents, then
+    ``inputs`` give the extents the cost model uses (where none are given, a repro file's or
+    text's own ``inputs`` list, read on the meta device; otherwise static extents, then
     ``default_extent`` for symbolic axes). ``rules`` selects rules by name (default: all);
     ``reassociate=False`` leaves out rules that reorder floating-point sums and products.
     ``limits`` bounds saturation; ``profile`` is a calibration profile (a path or dict).
+    Extraction's local search stops where no single switch improves the candidate, or once
+    the candidates it scored hold ``search_budget`` nodes together; ``search_seconds`` (None:
+    none) bounds it in time as well, a backstop.
 
     A candidate is kept only where its predicted saving (``1 - after / before`` of the
     steady-state time) exceeds a margin: by default the cost model's measured error on a
@@ -279,10 +287,13 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     is none). The deadline does not bound verification.
 
     ``deadline_s``: seconds for encoding, saturation, extraction and lowering together,
-    counted once the fusion is read and its inputs checked (None: no deadline). Saturation
-    gets at most half of the time left when it begins (and ``limits.seconds`` at most); where
-    the deadline cuts a stage, the result is the best candidate scored by then, or the input
-    unchanged, and a ``report.notes`` line says which stage it cut.
+    counted once the fusion is read, its inputs checked and the process's e-graph made (None:
+    no deadline). It is a backstop: work limits (saturation's iterations and e-nodes, the
+    search's budget) decide a normal result, so the same input and options give the same
+    result on an idle or a busy machine. Saturation gets at most half of the time left when
+    it begins (and ``limits.seconds`` at most); where the deadline cuts a stage, the result is
+    the best candidate scored by then, or the input unchanged, ``report.cut`` names the stage
+    and a ``report.notes`` line says so.
     ``relower``: keep a result that no creditable rewrite shaped (only identities such as
     cast-to-own-dtype, and the e-graph's re-lowering of the definition) where it is predicted
     cheaper; off by default, since such gains are where the cost model misreads nvFuser
@@ -297,25 +308,31 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     start = time.perf_counter()
     Deadline.check(deadline_s)
     _check_min_gain(min_gain)
+    _check_search_budget(search_budget, search_seconds)
     if verify not in VERIFY:
         raise ValueError(f"verify must be None or 'gpu', got {verify!r}")
-    fusion = ingest(definition)
+    if inputs is None:          # a repro file's or text's own inputs, where it has them
+        fusion, inputs = ingest_with_inputs(definition, device="cpu" if verify else "meta")
+    else:
+        fusion = ingest(definition)
     prof = load_profile(profile)
     concrete = concrete_extents(fusion, inputs, extents, default_extent)
     if verify:
         check_verifiable(inputs)
         runner = runner or NvFuserRunner(prefer=fusion.frontend)
     options = dict(profile=profile, rules=rules, reassociate=reassociate, limits=limits,
-                   extents=extents, default_extent=default_extent, search_seconds=search_seconds,
+                   extents=extents, default_extent=default_extent, search_budget=search_budget,
+                   search_seconds=search_seconds,
                    min_gain=min_gain, deadline_s=deadline_s, relower=relower, verify=verify,
                    cache_dir=cache_dir, runner=runner, recompute=recompute)
     names = tuple(select_rules(rules, reassociate=reassociate))
+    setup = prepare()           # the process's e-graph, made once: outside every fusion's deadline
     deadline = Deadline(deadline_s)
     a = _analyse(fusion, concrete, prof, names, limits or Limits(), deadline)
     if a.model is not None:
         a.model.recompute = recompute
     notes = _analysis_notes(a, limits or Limits(), deadline)
-    phases = {"read": deadline.began - start, **a.phases}
+    phases = {"read": deadline.began - start - setup, "setup": setup, **a.phases}
     pick = _Pick(fusion)
     if a.cut is None:
         pick = _extract_and_choose(fusion, a, prof, inputs, options, deadline, notes)
@@ -353,7 +370,10 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     phases["total"] = end - start
     sat = a.sat
     report = Report(before, after, changed, sat.fired if sat else {}, SaturationSummary.of(sat),
-                    end - start, notes, credited, phases, pick.estimated, rejected, verification)
+                    end - start, notes, credited, phases, pick.estimated, rejected, verification,
+                    deadline.cuts[0] if deadline.cuts else None,
+                    None if changed else _why_unchanged(a, pick, rejected, deadline, verification),
+                    pick.search)
     key = _input_key(inputs) if inputs is not None else None
     return OptimizedFusion(fusion, result, report, options, key)
 
@@ -372,6 +392,7 @@ class _Pick:
     lowered: list["_Lowered"] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+    search: dict = field(default_factory=dict)     # extraction's search: candidates scored, nodes, stop
 
 
 def _extract_and_choose(fusion: Fusion, a: "_Analysis", prof, inputs, options: dict, deadline: Deadline,
@@ -381,12 +402,14 @@ def _extract_and_choose(fusion: Fusion, a: "_Analysis", prof, inputs, options: d
     (``_confirm_cheaper``); under verify="gpu", the best few lowered for the GPU to decide."""
     t_extract = time.perf_counter()
     lower_s = a.phases["encode"]        # lowering takes about as long as encoding (less, measured)
-    ex = extract(a.dump, a.roots, a.original, a.model, budget_s=options["search_seconds"],
+    ex = extract(a.dump, a.roots, a.original, a.model, budget=options["search_budget"],
+                 budget_s=options["search_seconds"],
                  keep=VERIFY_CANDIDATES,
                  until=deadline.before(lower_s), guess_s=a.before_s)
     t_lower = time.perf_counter()
     p = _Pick(fusion, before=a.before or ex.base.estimate or Estimate(),
-              estimated=a.before is not None or ex.base.estimate is not None)
+              estimated=a.before is not None or ex.base.estimate is not None,
+              search={"scored": ex.scored, "nodes": ex.work, "stop": ex.stop})
     p.after = p.before
     if options["verify"]:
         p.lowered = _lower_candidates(fusion, a, ex, p.before, deadline, lower_s, options["relower"],
@@ -408,6 +431,30 @@ def _extract_and_choose(fusion: Fusion, a: "_Analysis", prof, inputs, options: d
     return p
 
 
+def _why_unchanged(a: "_Analysis", pick: "_Pick", rejected: list[Rejection], deadline: Deadline,
+                   verification: Verification | None) -> str:
+    """Why the input was kept, in a line: nothing to optimize, the deadline, no candidate
+    predicted cheaper, or the best candidate's rejection."""
+    if a.enc is not None and a.enc.skipped:
+        return f"not optimized: {a.enc.skipped}"
+    if deadline.cuts and not pick.estimated:
+        return f"the deadline ({deadline.seconds:g} s) cut {deadline.cuts[0]} before the input was estimated"
+    if verification is not None and verification.kept < 0:
+        return "on the GPU, no candidate ran more than 1% faster than the input"
+    if rejected:
+        return f"rejected the {rejected[0]}"
+    if deadline.cuts:
+        return f"the deadline ({deadline.seconds:g} s) cut {deadline.cuts[0]}"
+    return "no candidate in the saturated e-graph is predicted cheaper than the input"
+
+
+def _check_search_budget(budget, seconds) -> None:
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0:
+        raise ValueError(f"search_budget must be a whole number of nodes >= 0, got {budget!r}")
+    if seconds is not None and not (isinstance(seconds, numbers.Real) and seconds >= 0):
+        raise ValueError(f"search_seconds must be a number of seconds >= 0, or None; got {seconds!r}")
+
+
 def _check_min_gain(min_gain) -> None:
     if min_gain is not None and not (isinstance(min_gain, numbers.Real) and 0 <= min_gain < 1):
         raise ValueError(f"min_gain must be a fraction >= 0 and < 1 (the least predicted saving kept), "
@@ -423,6 +470,7 @@ class Deadline:
         self.seconds = seconds
         self.began = time.perf_counter()
         self.at = None if seconds is None else self.began + seconds
+        self.cuts: list[str] = []       # the stages it cut, in order (see note)
 
     @staticmethod
     def check(seconds: float | None) -> None:
@@ -447,6 +495,9 @@ class Deadline:
         return now + max(0.0, self.at - now) * fraction
 
     def note(self, stage: str, kept: str) -> str:
+        """The report's note that the deadline cut ``stage`` and what was ``kept``; records the
+        stage in ``cuts``."""
+        self.cuts.append(stage)
         return f"the deadline ({self.seconds:g} s) cut {stage}: {kept}"
 
 
@@ -750,8 +801,13 @@ def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
 def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
                     extents: dict[int, int] | None = None,
                     default_extent: int = DEFAULT_EXTENT) -> Estimate:
-    """The cost model's estimate of a fusion as given (kernels, bytes, time), without rewriting."""
-    fusion = ingest(definition)
+    """The cost model's estimate of a fusion as given (kernels, bytes, time), without rewriting;
+    at ``inputs``' shapes, else at those of a repro file's or text's own inputs, else at static
+    extents and ``default_extent``."""
+    if inputs is None:
+        fusion, inputs = ingest_with_inputs(definition)
+    else:
+        fusion = ingest(definition)
     concrete = concrete_extents(fusion, inputs, extents, default_extent)
     a = _analyse(fusion, concrete, load_profile(profile), (), None)
     if a.enc.skipped or a.before is None:

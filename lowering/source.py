@@ -1,9 +1,10 @@
 """Fusion IR -> Python source in nvFuser's repro format (re-ingests to the same IR)."""
 from __future__ import annotations
 
+import ast
 from typing import Any, Sequence
 
-from eqsat.ir.fusion import Fusion
+from eqsat.ir.fusion import FRONTENDS, Fusion
 from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPS
 from eqsat.ir.printing import literal
 from eqsat.ir.replay import replay
@@ -113,3 +114,31 @@ def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str
         text += "\ninputs = [\n" + "".join(f"    {_input_literal(v)},\n" for v in inputs) + "]\n"
         text += "fd.execute(inputs)\n"
     return text
+
+
+MODULES = {style: module for module, style in STYLES.items()}
+
+
+def spliced_repro(source: str, definition: ast.FunctionDef, fusion: Fusion, style: str | None = None,
+                  header: Sequence[str] = ()) -> str:
+    """The repro file ``source`` with its definition function (``definition``, its syntax
+    tree) replaced by ``fusion``'s in ``style`` (by default its frontend's) under the file's
+    own function name, each top-level ``from nvfuser... import`` made the style's module, and
+    ``header`` as comment lines first: the file's inputs and everything else it holds are
+    kept as written, so it runs and re-reads as the original did."""
+    style = style or style_of(fusion)
+    text = fusion_source(fusion, style).split("\n", 1)[1]           # the body, under the file's name
+    lines = source.splitlines()
+    new = [f"def {definition.name}(fd : FusionDefinition) -> None :"] + text.rstrip("\n").split("\n")
+    first = min([definition.lineno] + [d.lineno for d in definition.decorator_list]) - 1
+    lines[first:definition.end_lineno] = new
+    module = MODULES[style]
+    tree = ast.parse(source)
+    for stmt in sorted(tree.body, key=lambda st: -st.lineno):       # later first: earlier lines stay put
+        if stmt.lineno > first:
+            continue
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] in FRONTENDS \
+                and stmt.module != module:
+            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in stmt.names)
+            lines[stmt.lineno - 1:stmt.end_lineno] = [f"from {module} import {names}"]
+    return "".join(f"# {h}\n" for h in header) + "\n".join(lines) + "\n"

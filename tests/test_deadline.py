@@ -105,7 +105,7 @@ def test_the_cli_takes_a_deadline_and_reports_what_it_cut(large_repro, capsys):
     assert "note: the deadline (0.2 s) cut " in out
     assert main(["check", str(large_repro), "--deadline", "0.2"]) == 0
     out = capsys.readouterr().out
-    assert "1 outputs agree" in out and "the deadline (0.2 s) cut " in out
+    assert "1 output: the values agree" in out and "the deadline (0.2 s) cut " in out
     with pytest.raises(SystemExit):
         main(["optimize", str(large_repro), "--deadline", "-1"])
 
@@ -113,8 +113,8 @@ def test_the_cli_takes_a_deadline_and_reports_what_it_cut(large_repro, capsys):
 def test_a_chain_of_fifty_thousand_ops_gives_a_result_not_a_recursion_error():
     fusion = _read(elementwise(50_000)[0])
     try:
-        opt, took = _timed_optimize(fusion, META)
+        opt, took = _timed_optimize(fusion, META, deadline_s=2.0)
     except eqsat.FusionError:
         return                  # a clean error is an answer too
-    assert took < 20.0          # 10x the default deadline
+    assert took < 20.0          # 10x the deadline
     _assert_same_outputs(opt.fusion, fusion, [torch.randn(2, 3)])

@@ -138,7 +138,7 @@ def test_the_folders_read_as_the_pipeline():
     for stage in stages:
         assert f"eqsat.{stage}" in MODULES, f"no stage package eqsat.{stage}"
     flat = sorted(n for n, p in MODULES.items() if n.count(".") == 1 and p.name != "__init__.py")
-    assert flat == ["eqsat.cli", "eqsat.errors", "eqsat.extract", "eqsat.optimize"], flat
+    assert flat == ["eqsat.cli", "eqsat.defaults", "eqsat.errors", "eqsat.extract", "eqsat.optimize"], flat
 
 
 def test_the_stage_packages_import_one_way_too():

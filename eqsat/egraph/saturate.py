@@ -29,12 +29,19 @@ from .vocabulary import Leaf, dtype_tables, labels
 
 T = TypeVar("T")
 
-DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 1.0}
+# iterations and e-nodes decide where a normal saturation stops (the same on any machine);
+# seconds is a backstop for pathological inputs, far above what either corpus, the seeds or
+# bench/large.py up to 8000 ops take on a 2-core machine with both cores busy
+DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 30.0}
 INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
 
 
 @dataclass
 class Limits:
+    """Where saturation stops: after ``iterations`` passes of the rules, at ``nodes`` e-nodes
+    and analysis rows (or before an iteration that, at the last one's growth, would pass twice
+    that), or after ``seconds`` (a backstop, not what decides a normal result)."""
+
     iterations: int = DEFAULT_LIMITS["iterations"]
     nodes: int = DEFAULT_LIMITS["nodes"]
     seconds: float = DEFAULT_LIMITS["seconds"]
@@ -97,9 +104,7 @@ class Session:
         self._rule_sets: dict[str, object] = {}
         self._combined: dict[tuple[str, ...], object] = {}
         self.counter = 0
-        # compiles every rule once, but those that need a constructor most fusions lack (made
-        # on first use: compiling a rule costs a few milliseconds in every thread's session)
-        self.eg.run(0, ruleset=self.rewrites(tuple(n for n in RULES if not needs(n))))
+        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))    # compiles every rule registered now
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
@@ -276,6 +281,16 @@ class _SessionThread:
 
 _thread_lock = threading.Lock()
 _thread: _SessionThread | None = None
+
+
+def prepare() -> float:
+    """Make the process's e-graph session now, if it is not made yet (its declarations and
+    every registered rule compiled: about 0.5-1 s), and wait for the session's thread to be
+    free. Returns the seconds that took. ``optimize_fusion`` calls it before its deadline
+    starts, so no fusion's deadline pays for the set-up."""
+    start = time.perf_counter()
+    in_session(lambda s: None)
+    return time.perf_counter() - start
 
 
 def in_session(job: Callable[[Session], T]) -> T:

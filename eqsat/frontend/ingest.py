@@ -247,6 +247,25 @@ def is_nvfuser_definition(obj: Any) -> bool:
     return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in FRONTENDS
 
 
+def is_repro_path(definition: Any) -> bool:
+    """Is ``definition`` a path to a repro file (a PathLike, or a one-line string ending .py)?"""
+    return isinstance(definition, os.PathLike) or (isinstance(definition, str) and "\n" not in definition
+                                                   and definition.endswith(".py"))
+
+
+def ingest_with_inputs(definition: Any, device: str = "meta", **kwargs) -> tuple[Fusion, list | None]:
+    """:func:`ingest`, and for a repro file or repro text its ``inputs`` list, built on
+    ``device`` (the meta device by default: shapes, dtypes and strides, no values); None where
+    it has none, or for the other forms."""
+    if is_repro_path(definition):
+        repro = from_file(definition, device=device, **kwargs)
+    elif isinstance(definition, str):
+        repro = from_source(definition, device=device, **kwargs)
+    else:
+        return ingest(definition, **kwargs), None
+    return repro.fusion, repro.inputs
+
+
 def ingest(definition: Any, **kwargs) -> Fusion:
     """Any ingestible form: a Fusion, eqsat's FusionDefinition, a function of fd, repro text,
     a path to a repro file, or a live nvFuser FusionDefinition."""
@@ -256,8 +275,7 @@ def ingest(definition: Any, **kwargs) -> Fusion:
         return definition.fusion
     if is_nvfuser_definition(definition):
         return from_nvfuser(definition)
-    if isinstance(definition, os.PathLike) or (isinstance(definition, str) and "\n" not in definition
-                                               and definition.endswith(".py")):
+    if is_repro_path(definition):
         return from_file(definition, inputs=False, **kwargs).fusion
     if isinstance(definition, str):
         return from_source(definition, inputs=False, **kwargs).fusion

@@ -10,7 +10,8 @@ if TYPE_CHECKING:                   # annotations only: fusion.py imports this m
     from .fusion import Fusion
 
 
-def _type(t) -> str:
+def type_text(t) -> str:
+    """A value's type as the printed IR writes it: ``Float[a0 b1]``, ``Int``, ``?`` where unknown."""
     if isinstance(t, TensorType):
         if not t.known:
             return "?"
@@ -19,7 +20,7 @@ def _type(t) -> str:
     if isinstance(t, ScalarType):
         return f"{t.dtype.name if t.dtype else '?'}" + (f"=|a{t.extent_of}|" if t.extent_of is not None else "")
     if isinstance(t, VectorType):
-        return "Vector" if t.items is None else "Vector[" + ", ".join(_type(i) for i in t.items) + "]"
+        return "Vector" if t.items is None else "Vector[" + ", ".join(type_text(i) for i in t.items) + "]"
     return "?"
 
 
@@ -44,7 +45,7 @@ def format_fusion(fusion: Fusion) -> str:
     types = fusion.types
     lines = []
     for node in fusion.nodes:
-        lhs = ", ".join(f"%{v} {_type(types[v])}" for v in node.outputs)
+        lhs = ", ".join(f"%{v} {type_text(types[v])}" for v in node.outputs)
         args = ", ".join(f"{k}={literal(v)}" if not k.startswith("_") else literal(v) for k, v in node.args
                          if v is not None or k in ("value",))
         tag = " (opaque)" if node.opaque else ""
@@ -58,3 +59,20 @@ def format_fusion(fusion: Fusion) -> str:
     ext = ", ".join(f"a{k}={'?' if v is None else v}" for k, v in sorted(types.extents.items()))
     lines.append(f"extents: {ext}")
     return "\n".join(lines)
+
+
+def fusion_summary(fusion: Fusion) -> dict:
+    """The fusion as JSON-ready data: its frontend, inputs, ops and outputs (each with its
+    definition line and type, as :func:`format_fusion` writes them) and the axes' extents."""
+    types = fusion.types
+
+    def node_of(node) -> dict:
+        return {"line": node.line, "op": node.op, "opaque": node.opaque,
+                "outputs": [{"value": v, "type": type_text(types[v])} for v in node.outputs]}
+    return {"frontend": fusion.frontend,
+            "inputs": [node_of(n) for n in fusion.nodes if n.is_input],
+            "ops": [node_of(n) for n in fusion.nodes if not n.is_input],
+            "outputs": [{"value": o.value, "type": type_text(types[o.value]), "alias_input": o.alias_input,
+                         "stride_order": list(o.stride_order) if o.stride_order else None}
+                        for o in fusion.outputs],
+            "extents": {f"a{k}": v for k, v in sorted(types.extents.items())}}
