@@ -198,7 +198,7 @@ def _show(args) -> int:
     from eqsat.lowering.source import fusion_source     # deferred: as above
     from eqsat.reference.torch_executor import run_fusion   # deferred: as above
 
-    repro = from_file(args.file, inputs=args.run, trust=args.trust)
+    repro = from_file(args.file, inputs=args.run, trust=args.trust, device="cpu")   # torch runs on CPU
     ran = None
     if args.run and repro.inputs is not None:
         ran = [{"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}
