@@ -122,7 +122,7 @@ class Report:
         return {"before": self.before.summary() if self.estimated else None,
                 "after": self.after.summary() if self.estimated else None,
                 "changed": self.changed, "unchanged": self.unchanged, "cut": self.cut, "rules": self.rules,
-                "rules_fired": self.rules_fired, "saturation": self.saturation.summary(),
+                "rules_fired": dict(sorted(self.rules_fired.items())), "saturation": self.saturation.summary(),
                 "optimizer_ms": round(self.seconds * 1e3, 2),
                 "phases_ms": {k: round(v * 1e3, 2) for k, v in self.phases.items()},
                 "notes": self.notes, "estimated": self.estimated, "search": self.search,
@@ -142,7 +142,7 @@ class Report:
             lines.append("rules that changed the result: " + ", ".join(self.rules))
         if self.rules_fired:
             lines.append("rules that fired: " + ", ".join(f"{k}×{v}" for k, v in sorted(
-                self.rules_fired.items(), key=lambda kv: -kv[1])))
+                self.rules_fired.items(), key=lambda kv: (-kv[1], kv[0]))))
         phases = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in self.phases.items() if k != "total")
         search = f"; search: {self.search['scored']} candidates scored, {self.search['stop']}" \
             if self.search else ""
