@@ -6,6 +6,7 @@ import json
 import re
 import sys
 
+from eqsat.cost.drawing import check_drawable, draw_kernels
 from eqsat.frontend.ingest import from_file, from_function
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.lowering.source import fusion_source
@@ -52,6 +53,8 @@ def _load_with_inputs(path, device, trust=False):
 
 
 def _optimize_cmd(args) -> int:
+    if args.draw:
+        check_drawable(args.draw)       # a bad suffix, or no `dot` to draw it, fails before optimizing
     # shapes are all the optimizer needs; verifying on the GPU runs the file's inputs
     repro = _load_with_inputs(args.file, "cpu" if args.verify_on_gpu else "meta", args.trust)
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
@@ -72,6 +75,9 @@ def _optimize_cmd(args) -> int:
         print(opt.explain())
         print("\noptimized definition:")
         print(opt.source)
+    if args.draw:
+        print(f"eqsat: drew the predicted kernels in {draw_kernels(opt, args.draw, title=args.file)}",
+              file=sys.stderr)
     return 0
 
 
@@ -266,6 +272,9 @@ def main(argv=None) -> int:
                           "cached per definition, shapes, GPU and versions")
     opt.add_argument("--cache-dir", help="the folder of eqsat's cache for --verify-on-gpu (default "
                                          "$EQSAT_CACHE_DIR, else ~/.cache/eqsat)")
+    opt.add_argument("--draw", metavar="PATH",
+                     help="also draw the predicted kernels as given and optimized, side by side, in PATH: "
+                          ".svg, .png or .pdf (drawn by Graphviz's dot), or .dot (Graphviz's text)")
     opt.set_defaults(handler=_optimize_cmd)
     pair = sub.add_parser("pair", help="optimize a forward and a backward repro file together: the "
                                         "forward writes small values the backward recomputes from a "
