@@ -71,9 +71,12 @@ def _estimate_json(estimate, estimated: bool) -> dict | None:
 
 
 def _optimize_cmd(args) -> int:
+    from eqsat.cost.drawing import check_drawable, draw_kernels     # deferred: graphviz is only needed here
     from eqsat.lowering.source import MODULES, spliced_repro, style_of   # deferred: torch loads slowly
     from eqsat.optimize import optimize_fusion          # deferred: torch and egglog load slowly
 
+    if args.draw:
+        check_drawable(args.draw)       # a bad suffix, or no `dot` to draw it, fails before optimizing
     # shapes are all the optimizer needs; verifying on the GPU runs the file's inputs
     repro = _load_with_inputs(args.file, "cpu" if args.verify_on_gpu else "meta", args.trust)
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
@@ -92,8 +95,8 @@ def _optimize_cmd(args) -> int:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(spliced_repro(repro.source, repro.definition, opt.fusion, style_of(opt.fusion), header))
     if args.draw:
-        from eqsat.drawing import draw_kernels          # deferred: graphviz is only needed here
-        draw_kernels(opt, args.draw)
+        drawn = draw_kernels(opt, args.draw, title=args.file)
+        print(f"eqsat: drew the predicted kernels before and after in {drawn}", file=sys.stderr)
     if args.json:
         summary = r.summary()
         print(json.dumps({"before": _estimate_json(r.before, r.estimated),
@@ -110,8 +113,6 @@ def _optimize_cmd(args) -> int:
         module = MODULES[style_of(opt.fusion)]
         print(f"wrote {args.output}: the file with its definition optimized (runs with {module}; "
               f"`eqsat check {args.output}` checks it against itself)")
-    if args.draw:
-        print(f"drew the predicted kernels before and after in {args.draw}")
     return 0
 
 
@@ -338,8 +339,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help="write the file with its definition optimized: its imports and inputs kept, "
                           "so `eqsat check OUT.py` and `python OUT.py` take it as they take the file")
     opt.add_argument("--draw", metavar="OUT.svg",
-                     help="draw the predicted kernels before and after, side by side (.svg, .png "
-                          "with graphviz's dot installed; .dot needs nothing)")
+                     help="also draw the predicted kernels as given and optimized, side by side: "
+                          ".svg, .png or .pdf (drawn by Graphviz's dot), or .dot (Graphviz's text)")
     opt.add_argument("--json", action="store_true",
                      help="print before/after (null where not estimated), rules, why unchanged and "
                           "the source as JSON")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numbers
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 import torch
@@ -792,10 +792,34 @@ def _estimate_input(fusion: Fusion, enc, d, a: _Analysis) -> Estimate | None:
     for copy in maps:
         inner.update((c, inner[t]) for t, c in copy.items() if t in inner)
     try:
-        return a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
-                                outputs=output_terms, inner=inner, recompute=False, shape_only=enc.shape_only)
+        est = a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links,
+                               outputs=output_terms, inner=inner, recompute=False, shape_only=enc.shape_only)
     except ValueError:
         return None
+    _name_tensors(est, fusion, enc, maps, a.model.extents)
+    return est
+
+
+def _name_tensors(est: Estimate, fusion: Fusion, enc, copies, extents: dict[int, int]) -> None:
+    """``est.tensors`` (by term) named as the definition names their values (``T3``: the first
+    value a term holds, before its broadcasts; a copy of a chain as what it copies) and shaped
+    as the value's dims (a broadcast dim of extent 1; a square matrix, whose two dims share
+    an axis that the cost model counts once, is shown with both)."""
+    value_of: dict[int, int] = {}
+    for v, t in sorted(enc.term_of.items()):
+        value_of.setdefault(t, v)
+    for copy in copies:
+        value_of.update((c, value_of[t]) for t, c in copy.items() if t in value_of)
+    types = fusion.types
+    for n, tensor in est.tensors.items():
+        v = value_of.get(n)
+        if v is None:
+            continue
+        t, shape = types[v], tensor.shape
+        if isinstance(t, TensorType) and t.known and all(d.label in enc.bit_of or d.broadcast
+                                                         for d in t.dims):
+            shape = tuple(1 if d.broadcast else extents.get(enc.bit_of[d.label], 1) for d in t.dims)
+        est.tensors[n] = replace(tensor, name=f"T{v}", shape=shape)
 
 
 def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,

@@ -15,6 +15,7 @@ Thunder alone (the comparison with eager is checked on CPU here). Run them with
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -26,18 +27,20 @@ import torch
 import eqsat
 from eqsat.cost.profile import Profile
 from eqsat.egraph.saturate import Limits
+from eqsat.defaults import DEADLINE_S
 from eqsat.ir.dtypes import DataType
 from eqsat.reference.compare import mismatch
 from eqsat.testing import seeds, thunder_models
 
 try:
     import eqsat.thunder as et
-except ImportError as err:    # Thunder installed at a version eqsat.thunder refuses, as it should
-    pytest.skip(f"eqsat.thunder does not import here: {err}", allow_module_level=True)
+except ImportError as err:    # Thunder installed but unusable here (its version, torch's): the reason
+    pytest.skip(str(err), allow_module_level=True)
 import eqsat.thunder.region as region_module
 from eqsat.thunder import EqsatThunderWarning, Options, RegionHook, RegionRecord, ThunderReport
-from eqsat.thunder.region import describe_inputs, optimizer_inputs, region_ops, signature
-from eqsat.thunder.versions import UnsupportedVersion, check_nvfuser, check_thunder, release
+from eqsat.thunder.region import describe_inputs, no_regions, optimizer_inputs, region_ops, signature
+from eqsat.thunder.versions import (TORCH_BELOW, TORCH_MIN, UnsupportedVersion, check_nvfuser, check_thunder,
+                                    check_torch, release, unusable)
 from helpers import load_bench
 
 # seed 1 (DESIGN.md) at 1024^3: eqsat distributes the sum (one kernel of N*K*J multiply-adds ->
@@ -333,6 +336,19 @@ def test_the_report_lists_each_region_with_its_gains():
     assert report.regions == [] and str(report).startswith("eqsat over Thunder: 0 regions, ")
 
 
+def test_without_nvfuser_regions_the_report_says_so_and_warns_once():
+    report = ThunderReport()
+    with pytest.warns(EqsatThunderWarning, match=r"Thunder made no nvFuser regions \(no CUDA device\), so "
+                                                 r"eqsat has nothing to optimize") as caught:
+        for _ in range(3):                   # the forward trace, the backward trace, a new input shape
+            no_regions(report, "no CUDA device")
+    assert len(caught) == 1
+    assert str(report).splitlines() == [
+        "eqsat over Thunder: 0 regions, 0 rewritten, 0 fell back",
+        "  note: Thunder made no nvFuser regions (no CUDA device), so eqsat has nothing to optimize"]
+    assert report.summary()["notes"] == report.notes and len(report.notes) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # options and versions
 
@@ -345,7 +361,7 @@ def test_the_options_become_optimize_fusions_arguments(tmp_path):
     kw = o.optimize_kwargs()
     assert kw["rules"] == ("mul-commutes", REWRITE) and kw["verify"] == "gpu" and kw["runner"] is runner
     assert isinstance(kw["profile"], Profile) and kw["limits"].iterations == 3 and kw["cache_dir"] == tmp_path
-    assert Options().optimize_kwargs()["deadline_s"] == 2.0
+    assert Options().optimize_kwargs()["deadline_s"] == DEADLINE_S
     opt = eqsat.optimize_fusion(seeds.reduction_broadcast_ref, [meta(BIG, BIG)] * 2, **Options().optimize_kwargs())
     assert opt.report.changed
 
@@ -413,6 +429,97 @@ def test_versions_are_read_by_their_release():
         release("dev")
 
 
+@pytest.mark.parametrize("version, ok", [
+    ("2.7.1", True), ("2.11.0", True), ("2.12.1+cu130", True), ("2.12.0a0+git1234", True),
+    ("2.7.0", False), ("2.6.0+cpu", False), ("2.13.0", False), ("2.13.0+cpu", False),
+    ("2.13.0.dev20260601", False), ("2.14.1", False), ("unknown", False),
+])
+def test_the_torch_version_check(version, ok):
+    """Thunder 0.2.6 imports with torch >= 2.7.1 (its requirement) and < 2.13 (named tensors,
+    which it reads when imported, are gone from 2.13)."""
+    if ok:
+        check_torch(version)
+    else:
+        with pytest.raises(UnsupportedVersion, match=r"needs torch >= 2\.7\.1 and < 2\.13"):
+            check_torch(version)
+    if version.startswith("2.13"):
+        with pytest.raises(UnsupportedVersion, match=r"torch 2\.13 removed named tensors.*align_as"):
+            check_torch(version)
+
+
+def test_the_thunder_extra_installs_a_torch_thunder_imports_with():
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert sorted(extras["thunder"]) == sorted([f"lightning-thunder=={et.SUPPORTED_THUNDER[-1]}",
+                                                f"torch>={TORCH_MIN},<{TORCH_BELOW}"])
+
+
+def test_an_unusable_thunder_is_an_import_error_naming_the_versions():
+    err = unusable(AttributeError("type object 'Tensor' has no attribute 'align_as'\nmore"), "2.12.1+cu130")
+    assert isinstance(err, ImportError)
+    text = str(err)
+    assert "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no attribute " \
+           "'align_as'. Found Lightning Thunder " in text and "more" not in text
+    assert re.search(r"torch 2\.12\.1\+cu130, nvFuser \S.*; eqsat\.thunder needs Lightning Thunder 0\.2\.6, "
+                     r"torch >= 2\.7\.1 and < 2\.13, and for nvFuser regions CUDA with nvFuser <= 0\.2\.35 "
+                     r"\(pip install 'eqsat\[thunder\]'", text)
+    assert str(unusable(UnsupportedVersion("found torch 2.13.0"), "2.13.0")).startswith(
+        "eqsat.thunder cannot use Lightning Thunder here: found torch 2.13.0. Found ")
+
+
+BROKEN_THUNDER = """
+import pathlib
+pathlib.Path(__file__).with_name("imported").touch()
+raise AttributeError("type object 'Tensor' has no attribute 'align_as'")
+"""
+
+
+def test_importing_eqsat_thunder_over_a_broken_thunder_raises_the_import_error(tmp_path):
+    """A ``thunder`` whose import raises AttributeError (as Thunder 0.2.6's does with torch
+    2.13): ``import eqsat.thunder`` raises the ImportError naming the versions, whatever torch
+    is here (torch's version is set in the child: 2.13 is refused before Thunder is imported,
+    2.12 lets Thunder's own error through)."""
+    (tmp_path / "thunder").mkdir()
+    (tmp_path / "thunder" / "__init__.py").write_text(BROKEN_THUNDER)
+    code = """if True:
+        import pathlib, sys, torch
+        marker = pathlib.Path(sys.argv[1]) / "thunder" / "imported"
+        for version in ("2.13.0+cpu", "2.12.1+cu130"):
+            torch.__version__ = version
+            try:
+                import eqsat.thunder
+            except ImportError as err:
+                print(type(err).__name__, marker.exists(), err)
+            else:
+                print("imported")
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
+                         check=True).stdout.splitlines()
+    assert len(out) == 2, out
+    assert out[0].startswith("UnsupportedVersion False eqsat.thunder cannot use Lightning Thunder here: "
+                             "Lightning Thunder 0.2.6 needs torch >= 2.7.1 and < 2.13 (torch 2.13 removed "
+                             "named tensors") and "Found Lightning Thunder " in out[0]
+    assert out[1].startswith("UnsupportedVersion True eqsat.thunder cannot use Lightning Thunder here: "
+                             "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no "
+                             "attribute 'align_as'. Found Lightning Thunder ")
+    assert "torch 2.12.1+cu130, nvFuser " in out[1] and "needs Lightning Thunder 0.2.6" in out[1]
+
+
+def test_this_module_skips_with_the_reason_where_thunder_does_not_import(tmp_path):
+    """Thunder installed but unusable: the tests here are skipped with the ImportError's text,
+    not broken at collection."""
+    (tmp_path / "thunder").mkdir()
+    (tmp_path / "thunder" / "__init__.py").write_text(BROKEN_THUNDER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__],
+                         capture_output=True, text=True, env=env, cwd=os.path.dirname(__file__))
+    assert run.returncode in (0, 5), run.stdout + run.stderr      # 5: pytest collected no test to run
+    assert "1 skipped" in run.stdout and "eqsat.thunder cannot use Lightning Thunder here" in run.stdout
+    assert "needs Lightning Thunder 0.2.6, torch >= 2.7.1 and < 2.13" in run.stdout
+
+
 def test_without_thunder_optimize_is_an_import_error():
     if et.thunder_installed():
         pytest.skip("Thunder is installed here: eqsat.thunder.Optimize is its transform")
@@ -447,6 +554,25 @@ def _cuda_thunder():
     if nvfuserex is None:
         pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
     return thunder
+
+
+def test_without_nvfuser_the_transform_says_thunder_made_no_regions():
+    """Thunder without CUDA or nvFuser (a CPU machine): no region reaches eqsat; the transform
+    warns once, and its report says why."""
+    thunder = _thunder()
+    from thunder.executors.nvfuserex import nvfuserex  # Thunder's nvFuser executor, None without nvFuser
+    if nvfuserex is not None:
+        pytest.skip("Thunder has its nvFuser executor here: it makes nvFuser regions")
+    opt = et.Optimize()
+    jf = thunder.jit(seeds.reduction_broadcast_torch, transforms=[opt])
+    with pytest.warns(EqsatThunderWarning, match=r"Thunder made no nvFuser regions \(.*\), so eqsat has "
+                                                 r"nothing to optimize") as caught:
+        for n in (8, 8, 6):
+            x, b = seeds.reduction_broadcast_inputs(n, n, n)
+            assert mismatch(jf(x, b), seeds.reduction_broadcast_torch(x, b)) is None
+    assert sum(issubclass(w.category, EqsatThunderWarning) for w in caught) == 1
+    why = "no CUDA device here" if not torch.cuda.is_available() else "Thunder found no nvFuser it can use"
+    assert opt.report.regions == [] and f"note: Thunder made no nvFuser regions ({why}" in str(opt.report)
 
 
 @pytest.mark.gpu

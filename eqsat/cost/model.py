@@ -88,6 +88,15 @@ class GNode:
 
 @dataclass
 class Kernel:
+    """One predicted kernel: its kind (the profile's constants it is priced with), its ops, the
+    bytes it reads and writes in global memory, its arithmetic and its time. ``reads`` and
+    ``writes``: the tensors behind ``bytes_read`` and ``bytes_written``, node id -> bytes (the
+    ids are the estimate's own: ``Estimate.tensors`` describes each); they say which kernel
+    hands which tensor to which. ``bound``: "memory" where its bytes at the kind's bandwidth
+    take longer than its arithmetic and its random draws (``drawn``: how many numbers), else
+    "compute". These are for a picture of the kernels (``eqsat.cost.drawing``), and take no part
+    in the prediction or in comparing kernels."""
+
     kind: str
     ops: list[str]
     bytes_read: int
@@ -95,6 +104,10 @@ class Kernel:
     flops: float
     time_us: float
     recomputed: int = 0     # nodes of other kernels it computes again from the inputs
+    reads: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    writes: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    bound: str = field(default="memory", compare=False, repr=False)    # or "compute": what its time is
+    drawn: int = field(default=0, compare=False, repr=False)           # random numbers it draws
 
     @property
     def bytes(self) -> int:
@@ -111,11 +124,39 @@ class Recomputation:
     readers: frozenset
 
 
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor some kernel of an estimate reads or writes (``Kernel.reads``, ``Kernel.writes``):
+    its dtype's name, its extents (``shape``: the definition's dims where the estimate was
+    made of a definition, else one extent per axis it varies along), its bytes in global
+    memory, whether it is one of the fusion's outputs, and where no kernel writes it, what
+    does (``source``): "input" (the fusion's), the op nvFuser runs outside the kernels the
+    cost model prices ("matmul", "segment_set"...), or the op of a value no kernel computes
+    (a view such as "reshape"), made of the tensors ``of`` (node ids). ``name``: the
+    definition's value (``T3``, as eqsat prints definitions), where known."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+    output: bool = False
+    source: str | None = None
+    name: str | None = None
+    of: tuple[int, ...] = ()
+
+
 @dataclass
 class Estimate:
+    """The cost model's prediction for a candidate: its kernels (dearest first) and the host's
+    cost per ``execute``. ``tensors`` (node id -> :class:`Tensor`: what the kernels read and
+    write) and ``barriers`` (an op's output node -> (the op, its input nodes), for the ops
+    nvFuser runs outside these kernels, such as matmul) describe how the kernels connect; they
+    take no part in the prediction or in comparing estimates."""
+
     kernels: list[Kernel] = field(default_factory=list)
     host_us: float = 0.0
     recomputed: list[Recomputation] = field(default_factory=list)
+    tensors: dict[int, Tensor] = field(default_factory=dict, compare=False, repr=False)
+    barriers: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def bytes(self) -> int:
@@ -259,6 +300,7 @@ class CostModel:
                 est.recomputed = [Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
                                   for i, cone in sorted(plans.items())]
         est.kernels.sort(key=lambda k: -k.time_us)
+        self._describe(est, nodes, barriers, links, set(roots if outputs is None else outputs), inner)
         compute = segmenter.compute
         if compute or self.aliased:
             est.host_us = self.profile.host.cost_us(
@@ -269,6 +311,38 @@ class CostModel:
                 resizes=sum(nodes[m].op in RESIZES for m in compute),
                 grids=sum(k.kind == "grid_reduction" for k in est.kernels))
         return est
+
+    def _describe(self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set,
+                  inner: dict) -> None:
+        """Fill ``est.tensors`` (each tensor its kernels read or write) and ``est.barriers``
+        (the ops outside the kernels: ``barriers``, output -> inputs, named by ``links`` or as
+        the ``segment_set`` cuts they are). Shapes take one extent per axis, innermost last."""
+        ops = self.links if links is None else links
+        est.barriers = {c: (ops[c][0] if c in ops else "segment_set", tuple(ins))
+                        for c, ins in barriers.items()}
+        written = {n for k in est.kernels for n in k.writes}
+        todo = [n for k in est.kernels for n in (*k.reads, *k.writes)]
+        todo += [n for c, ins in barriers.items() for n in (c, *ins) if n in nodes and not nodes[n].is_scalar]
+        while todo:
+            n = todo.pop()
+            if n in est.tensors:
+                continue
+            node = nodes[n]
+            axes = sorted(bits(node.labels), key=lambda b: (b == inner.get(n), b))
+            source, of = None, ()
+            if n in written:
+                pass
+            elif n in barriers:
+                source = est.barriers[n][0]
+            elif node.op == "Leaf":
+                source = "input"
+            else:       # a value no kernel writes (a view, such as a reshape): made of its inputs
+                source = node.op.removeprefix("Kept:")
+                of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
+                todo += of
+            est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
+                                    tuple(self.extents.get(b, 1) for b in axes), self.nbytes(node),
+                                    n in outputs, source, of=of)
 
     def _priced(self, segments: list[Segment], segmenter: Segmenter, plans: dict[int, set[int]]) -> Estimate:
         """The kernels of ``segments`` priced, segment ``i`` recomputing ``plans[i]``."""
@@ -380,12 +454,17 @@ class CostModel:
                                  for c in consumers.get(m, ())):
                 written.add(m)
         consts = self.profile.kinds[kind]
-        rbytes = sum(self.nbytes(nodes[r]) for r in reads) + \
-            sum(min(b, self.nbytes(nodes[k])) for k, b in gathered.items() if k not in reads)
-        wbytes = sum(self.nbytes(nodes[w]) for w in written)
-        t = consts.launch_us + max((rbytes + wbytes) / (consts.bandwidth_GBps * 1e3),
-                                   flops / (consts.gflops * 1e3) + self._draw_us(consts, nodes, ms, draws))
-        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed))
+        read = {r: self.nbytes(nodes[r]) for r in reads}
+        read.update((k, min(b, self.nbytes(nodes[k]))) for k, b in gathered.items() if k not in reads)
+        rbytes = sum(read.values())
+        write = {w: self.nbytes(nodes[w]) for w in written}
+        wbytes = sum(write.values())
+        memory_us = (rbytes + wbytes) / (consts.bandwidth_GBps * 1e3)
+        compute_us = flops / (consts.gflops * 1e3) + self._draw_us(consts, nodes, ms, draws)
+        t = consts.launch_us + max(memory_us, compute_us)
+        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed), read, write,
+                      "compute" if compute_us > memory_us else "memory",
+                      sum(self.numel(nodes[d].labels) for d in draws))
 
     def _draw_us(self, consts, nodes, ms, draws) -> float:
         """The time a kernel of ``consts``'s kind takes to draw ``draws`` (random ops): the

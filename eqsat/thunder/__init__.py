@@ -8,30 +8,42 @@ optimized by eqsat before nvFuser compiles it.
     print(opt.report)                              # per region: rewritten or not, rules, predicted
                                                    # (and under verify="gpu" measured) times
 
-Install with ``pip install 'eqsat[thunder]'``. Supported: Lightning Thunder 0.2.6 with nvFuser
-<= 0.2.35 (``versions``); importing this package where Thunder is installed imports it and
-checks both, raising ``UnsupportedVersion`` (an ImportError) naming them. Where Thunder is not
-installed the package imports (its options, report and region handling need no Thunder) and
-``Optimize`` raises that ImportError when it is reached for. ``import eqsat`` never imports
-this package.
+Install with ``pip install 'eqsat[thunder]'`` (docs/thunder.md). Supported: Lightning Thunder
+0.2.6 with torch >= 2.7.1 and < 2.13 and nvFuser <= 0.2.35 (``versions``); importing this
+package where Thunder is installed checks Thunder's and torch's versions, imports Thunder and
+checks nvFuser's, and raises ``UnsupportedVersion`` (an ImportError) naming the versions found
+and those needed where any check fails or Thunder's own import raises anything (with torch
+2.13, an AttributeError). Where Thunder is not installed the package imports (its options,
+report and region handling need no Thunder) and ``Optimize`` raises that ImportError when it
+is reached for. Without CUDA or nvFuser, Thunder makes no nvFuser regions: the transform then
+says so once (``EqsatThunderWarning``) and in its report. ``import eqsat`` never imports this
+package.
 
 Modules: ``versions`` (the supported versions and their check), ``options`` (``Options``),
 ``report`` (``RegionRecord``, ``ThunderReport``), ``region`` (``RegionHook``: one region
 through eqsat, with the fallback to Thunder's own definition), ``transform`` (``Optimize``:
 the Thunder transform; where and why it hooks in).
 """
+import torch
+
 from .options import Options
 from .region import EqsatThunderWarning, RegionHook
 from .report import RegionRecord, ThunderReport
-from .versions import NVFUSER_MAX, SUPPORTED_THUNDER, UnsupportedVersion, check_thunder, thunder_installed
+from .versions import (NVFUSER_MAX, SUPPORTED_THUNDER, TORCH_BELOW, TORCH_MIN, UnsupportedVersion,
+                       check_before_import, check_thunder, thunder_installed, unusable)
 
 __all__ = ["EqsatThunderWarning", "NVFUSER_MAX", "Optimize", "Options", "RegionHook", "RegionRecord",
-           "SUPPORTED_THUNDER", "ThunderReport", "UnsupportedVersion"]
+           "SUPPORTED_THUNDER", "TORCH_BELOW", "TORCH_MIN", "ThunderReport", "UnsupportedVersion"]
 
 if thunder_installed():
-    # Thunder is optional: the transform (which imports Thunder, and checks its version and
-    # nvFuser's as it is imported) is imported only where Thunder is installed.
-    from .transform import Optimize
+    # Thunder is optional: the transform (which imports Thunder, and checks nvFuser's version as
+    # it is imported) is imported only where Thunder is installed, once Thunder's and torch's
+    # versions are checked; whatever fails, the error names the versions found and needed.
+    try:
+        check_before_import(str(torch.__version__))
+        from .transform import Optimize
+    except Exception as err:  # Thunder's import may raise anything (torch 2.13: AttributeError)
+        raise unusable(err, str(torch.__version__)) from err
 else:
     def __getattr__(name: str):
         if name == "Optimize":

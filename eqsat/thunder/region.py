@@ -36,7 +36,17 @@ _NUMBERS = (bool, int, float, complex, type(None))
 
 
 class EqsatThunderWarning(UserWarning):
-    """eqsat failed on one of Thunder's regions, which runs as Thunder built it."""
+    """eqsat failed on one of Thunder's regions, which runs as Thunder built it; or Thunder made
+    no nvFuser regions at all, and eqsat has nothing to do (:func:`no_regions`)."""
+
+
+def no_regions(report: ThunderReport, why: str, stacklevel: int = 2) -> None:
+    """Thunder makes no nvFuser regions (``why``: no CUDA device, no usable nvFuser): the
+    report notes that eqsat has nothing to do, and an EqsatThunderWarning says so, once per
+    report (``stacklevel`` as ``warnings.warn`` takes it, counted from the caller)."""
+    text = f"Thunder made no nvFuser regions ({why}), so eqsat has nothing to optimize"
+    if report.note(text):
+        warnings.warn(f"eqsat: {text}", EqsatThunderWarning, stacklevel=stacklevel + 1)
 
 
 def signature(args) -> tuple | None:

@@ -123,9 +123,11 @@ def _times(what: str, before: float | None, after: float | None) -> str:
 
 @dataclass
 class ThunderReport:
-    """The records of every region eqsat has seen, in the order first called (thread-safe)."""
+    """The records of every region eqsat has seen, in the order first called, and ``notes`` on
+    the run as a whole (why there is no region at all, say); thread-safe."""
 
     regions: list[RegionRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -134,7 +136,16 @@ class ThunderReport:
         with self._lock:
             self.regions.append(record)
 
+    def note(self, text: str) -> bool:
+        """Add a note, once: True where it is new."""
+        with self._lock:
+            if text in self.notes:
+                return False
+            self.notes.append(text)
+            return True
+
     def clear(self) -> None:
+        """Forget the regions (the notes, which hold for the run as a whole, stay)."""
         with self._lock:
             self.regions.clear()
 
@@ -148,7 +159,8 @@ class ThunderReport:
 
     def summary(self) -> dict:
         return {"regions": len(self.regions), "rewritten": len(self.rewritten()),
-                "fell_back": len(self.fallbacks()), "records": [r.summary() for r in self.regions]}
+                "fell_back": len(self.fallbacks()), "records": [r.summary() for r in self.regions],
+                "notes": list(self.notes)}
 
     def __str__(self) -> str:
         by_trace = {}
@@ -158,4 +170,4 @@ class ThunderReport:
         n = len(self.regions)
         head = (f"eqsat over Thunder: {n} region{'' if n == 1 else 's'}" + (f" ({traces})" if traces else "")
                 + f", {len(self.rewritten())} rewritten, {len(self.fallbacks())} fell back")
-        return "\n".join([head] + [f"  {r}" for r in self.regions])
+        return "\n".join([head] + [f"  {r}" for r in self.regions] + [f"  note: {n}" for n in self.notes])

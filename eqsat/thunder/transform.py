@@ -25,8 +25,12 @@ transform, are untouched. The fusion Symbol is copied with a ``_bind_postprocess
 the hook, so that a later pass that rebuilds the BoundSymbol (``from_bsym``) keeps it. List
 ``Optimize`` before transforms that regroup fusions (``CUDAGraphTransform``).
 
+Where Thunder has no nvFuser executor (no CUDA device, or no nvFuser it can use), it makes no
+nvFuser regions: the transform then notes in its report, and warns once, that eqsat has
+nothing to do.
+
 Importing this module imports Thunder and checks its version and nvFuser's
-(``eqsat.thunder.versions``).
+(``eqsat.thunder.versions``; ``eqsat.thunder`` checks torch's first).
 """
 from __future__ import annotations
 
@@ -34,14 +38,15 @@ import dataclasses
 from typing import Any
 
 import thunder
+import torch
 from thunder.core.trace import TraceProvenance, TraceTag, from_trace
 from thunder.core.transform_common import Transform
 from thunder.executors.nvfuserex import nvfuser_version, nvfuserex
 
 from .options import Options
-from .region import RegionHook
+from .region import RegionHook, no_regions
 from .report import ThunderReport
-from .versions import check_nvfuser, check_thunder
+from .versions import NVFUSER_MAX, check_nvfuser, check_thunder
 
 check_thunder(thunder.__version__)
 _NVFUSER = nvfuser_version()            # None without CUDA or nvFuser: Thunder then makes no regions
@@ -64,10 +69,22 @@ class Optimize(Transform):
         self.report = ThunderReport()
 
     def transform_trace_post_optimization(self, computation_trace, **kwargs):
+        why = no_nvfuser()
+        if why is not None:
+            no_regions(self.report, why)
         return wrap_regions(computation_trace, self.options, self.report)
 
     def __repr__(self) -> str:
         return f"eqsat.thunder.Optimize({self.options})"
+
+
+def no_nvfuser() -> str | None:
+    """Why Thunder makes no nvFuser regions here (it has no nvFuser executor), else None."""
+    if nvfuserex is not None:
+        return None
+    if not torch.cuda.is_available():
+        return "no CUDA device here, so Thunder has no nvFuser executor"
+    return f"Thunder found no nvFuser it can use here (eqsat.thunder needs nvFuser <= {NVFUSER_MAX})"
 
 
 def trace_kind(trace) -> str:
