@@ -26,8 +26,8 @@ import torch
 
 import eqsat
 from eqsat.cost.profile import Profile
-from eqsat.egraph.saturate import Limits
 from eqsat.defaults import DEADLINE_S
+from eqsat.egraph.saturate import Limits
 from eqsat.ir.dtypes import DataType
 from eqsat.reference.compare import mismatch
 from eqsat.testing import seeds, thunder_models
