@@ -32,6 +32,13 @@ def compute_code(c: int) -> int:
     return c if c in WEAK else DTYPE_CODE[dt.compute_type(DTYPES[c])]
 
 
+def abs_code(c: int) -> int:
+    """``abs``: a complex dtype's real counterpart (nvFuser: |z| is real), any other dtype kept."""
+    if c in WEAK:
+        return WEAK_FLOAT if c == WEAK_COMPLEX else c
+    return DTYPE_CODE[dt.real_type(DTYPES[c])]
+
+
 def sum_code(c: int) -> int:
     """A sum or product: integers and bools give Int, floats keep their dtype."""
     if c in WEAK:
@@ -62,6 +69,8 @@ def result_code(rule: str, codes: list[int]) -> int:
         return codes[0]
     if rule == "compute":
         return compute_code(codes[0])
+    if rule == "abs":
+        return abs_code(codes[0])
     if rule == "float":
         return floatify_code(codes[0])
     if rule == "sum":
