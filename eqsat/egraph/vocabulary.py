@@ -14,8 +14,8 @@ from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
 from eqsat.ir import dtypes as dt
 
-from .dtype_codes import (WEAK, abs_code, compute_code, exact_widenings, floatify_code, has_torch, promote_code,
-                          sum_code)
+from .dtype_codes import (WEAK, abs_code, compute_code, exact_widenings, floatify_code, has_torch,
+                          promote_code, sum_code)
 from .terms import DTYPES, TERMS, WEAK_FLOAT, TermSpec, scalar_code
 
 

@@ -5,7 +5,7 @@ from nvfuser import FusionDefinition, DataType
 
 
 def nvfuser_fusion_id0(fd : FusionDefinition) -> None :
-    T0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.ComplexFloat, is_cpu=False, stride_order=[0])
+    T0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.ComplexFloat, is_cpu=False)
     T1 = fd.ops.abs(T0)
     S2 = fd.define_scalar(2.00000, dtype=DataType.Double)
     T3 = fd.ops.mul(T1, S2)
