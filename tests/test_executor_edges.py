@@ -114,6 +114,20 @@ def test_integer_division_by_zero_is_an_error_at_its_line(op, dtype):
     assert ok.tolist() == {"div": [3, 1], "fmod": [1, 0], "remainder": [1, 0]}[op]
 
 
+def test_division_by_zero_gives_values_where_int_by_zero_says(monkeypatch):
+    # the one place to change if the GPU's values are wanted instead of an error
+    monkeypatch.setitem(tx.INT_BY_ZERO, "fmod", lambda op, a: torch.where(a >= 0, 2**32 - 1, -1))
+
+    def define(fd):
+        a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        fd.add_output(fd.ops.fmod(a, b))
+
+    a, b = torch.tensor([7, -7, I64_MIN, 9]), torch.tensor([0, 0, -1, 4])
+    (r,) = eqsat.run_fusion(eqsat.from_function(define), [a, b], strict=True)
+    assert r.tolist() == [2**32 - 1, -1, 0, 1]
+
+
 def test_scalar_integer_division_by_zero_is_an_error_at_its_line():
     def define(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
