@@ -173,6 +173,22 @@ def test_shifts_past_the_width_and_abs_neg_of_int_min_match_cuda():
     assert ab.tolist()[-1] == I32_MIN and ng.tolist()[-1] == I32_MIN
 
 
+def test_an_int64_shift_amount_counts_by_its_low_32_bits():
+    # PTX shl.b64/shr.s64 take a 32-bit amount: the Int amount is truncated, then clamped to 64
+    # (an H100 gave 1 << 2**32 == 1, -8 >> (2**32 + 1) == -4; torch's own shifts give 0 and -1)
+    def define(fd):
+        a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        fd.add_output(fd.ops.bitwise_left_shift(a, b))
+        fd.add_output(fd.ops.bitwise_right_shift(a, b))
+
+    a = torch.tensor([1, 1, 5, -8, -8, -5])
+    b = torch.tensor([2**32, 2**32 + 3, 64, 2**32 + 1, -1, 128])
+    shl, shr = eqsat.run_fusion(eqsat.from_function(define), [a, b], strict=True)
+    assert shl.tolist() == [1, 8, 0, -16, 0, 0]
+    assert shr.tolist() == [1, 0, 0, -4, -1, -1]
+
+
 # -- item 8: abs of a complex tensor is real ----------------------------------------------------------
 @pytest.mark.parametrize("dtype, real, tdt", [(DataType.ComplexFloat, DataType.Float, torch.complex64),
                                               (DataType.ComplexDouble, DataType.Double, torch.complex128)])

@@ -136,8 +136,9 @@ def _lift(x, like: torch.Tensor, dtype: torch.dtype):
 # BinaryOp::evaluate, "Integer division by zero detected"). What happens by zero is set here,
 # in one place (bench/semantics_probe.py reads the GPU's values): None refuses it with a
 # FusionError at the line; a function (op, dividend tensor) -> result tensor gives values
-# instead. CUDA's `%` by zero gives -1 in Int32, and 4294967295 (x >= 0) or -1 (x < 0) in Int
-# (pytorch test_binary_ufuncs.py test_fmod_remainder_by_zero_integral); `/` is unrecorded.
+# instead. On an H100 (nvcc 13.0) x / 0 gave -1 in Int32, and in Int 4294967295 for 0 <= x <
+# 2**32, else -1; x % 0 gave -1 (Int32) or the same as x / 0 (Int) alone (torch's CUDA fmod),
+# but x itself in a kernel that also divided: the value depends on the code around it.
 INT_BY_ZERO = {"div": None, "fmod": None, "remainder": None}
 _INT_DIVISION = {"div": partial(torch.div, rounding_mode="trunc"), "fmod": torch.fmod,
                  "remainder": torch.remainder}
@@ -211,6 +212,18 @@ def _int_pow(a, b):
     edge = torch.where(a == 1, one, torch.where(a == -1, torch.where(b % 2 != 0, minus, one),
                                                 torch.zeros_like(out)))
     return torch.where(negative, edge, out)
+
+
+def _shift_amount(a, b):
+    """The amount a shift of ``a`` by ``b`` counts: PTX shifts (shl.b64, shr.s64: csrc/type.cpp
+    prints `<<` and `>>`) take a 32-bit amount, so an Int amount counts by its low 32 bits, as
+    an unsigned number; any amount of the width or more then shifts everything out (0, or the
+    sign for a right shift), as torch's shifts give. An H100 gave 1 << 2**32 == 1."""
+    wide = (isinstance(b, int) and not isinstance(b, bool)
+            or isinstance(b, torch.Tensor) and b.dtype == torch.int64)
+    if not wide or torch.result_type(a, b) not in (torch.int64, torch.uint64):
+        return b
+    return b & 0xFFFFFFFF
 
 
 # -- casts to FP8 ---------------------------------------------------------------------------------
@@ -350,6 +363,8 @@ class TorchOps:
                     return _int_division(name, arg1, arg2)
             elif name == "pow" and not isinstance(arg1, bool) and not isinstance(arg2, bool):
                 return _int_pow(arg1, arg2)
+        if name in ("bitwise_left_shift", "bitwise_right_shift"):
+            arg2 = _shift_amount(arg1, arg2)
         fn = _BINARY.get(name)
         if name == "div":
             fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if _is_int(arg1) and _is_int(arg2) \
