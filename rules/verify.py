@@ -35,7 +35,7 @@ from eqsat.egraph.dtype_codes import WEAK, compute_code, exact_widenings, result
 from eqsat.egraph.terms import BOOLEAN_BINARY, DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
 from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.reference.compare import rtol_of
-from eqsat.reference.torch_executor import TorchOps
+from eqsat.reference.torch_executor import TorchOps, cast_tensor
 
 from . import RULES
 from .rule import Axes, Axis, Conditions, Correction, DType, Index, Term
@@ -48,14 +48,15 @@ _WIDENS = set(exact_widenings())
 
 
 def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
-    """``t`` as a value of ``code`` holds it: floats rounded to the dtype and held in float64
-    (weak float scalars as float64), integers in their own dtype (weak ones in int64)."""
+    """``t`` as a value of ``code`` holds it: floats rounded to the dtype (as nvFuser's cast
+    rounds: to FP8 saturating) and held in float64 (weak float scalars as float64), integers in
+    their own dtype (weak ones in int64)."""
     if code == WEAK_INT:
         return t.to(torch.int64)
     if code in WEAK:
         return t.to(torch.float64)
     d = _torch_dtype(DTYPES[code])
-    return t.to(d) if not d.is_floating_point else t.to(d).to(torch.float64)
+    return cast_tensor(t, d) if not d.is_floating_point else cast_tensor(t, d).to(torch.float64)
 
 
 def _is_float_code(code: int) -> bool:
@@ -289,8 +290,9 @@ def _torch_dtype(d: DataType) -> torch.dtype:
 
 
 def _defined(name: str, op):
-    """``op``, refusing an integer division by zero (undefined in nvFuser; torch raises) or of
-    the least integer by -1 (the CPU traps): the case is drawn again."""
+    """``op``, refusing an integer division by zero (undefined in nvFuser; the executor raises)
+    or of the least integer by -1 (undefined in C++; nvFuser's kernel wraps it): the case is
+    drawn again."""
     if name != "Div":
         return op
 

@@ -29,6 +29,21 @@ MIN_SAMPLES = 5
 BASES = ("cell", "time", "kernels", "all")
 
 
+def real_number(value, field: str, *, positive: bool = False, whole: bool = False,
+                most: float = math.inf) -> float:
+    """``value`` as a float where it is a finite real number (a JSON number: not a bool, not
+    text) >= 0, > 0 where ``positive``, whole where ``whole`` and <= ``most``; else ValueError
+    naming ``field`` and what was expected."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{field} must be a number, got {value!r}")
+    if not (0 < value if positive else 0 <= value) or not value <= most or not math.isfinite(value):
+        bound = f"{'> 0' if positive else '>= 0'}{f' and <= {most:g}' if most < math.inf else ''}"
+        raise ValueError(f"{field} must be finite and {bound}, got {value!r}")
+    if whole and value != int(value):
+        raise ValueError(f"{field} must be a whole number, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Margin:
     """The error that applies to one estimate: its value, the buckets and where it came from."""
@@ -87,34 +102,33 @@ class ErrorTable:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ErrorTable":
-        """Raises ValueError, KeyError or TypeError naming the field that is wrong."""
-        kb = tuple(int(x) for x in data["kernel_bounds"])
-        tb = tuple(float(x) for x in data["time_bounds_us"])
+        """Raises ValueError, KeyError or TypeError naming the field that is wrong; every number
+        is checked (:func:`real_number`)."""
+        kb = tuple(int(real_number(x, "error.kernel_bounds", whole=True)) for x in data["kernel_bounds"])
+        tb = tuple(real_number(x, "error.time_bounds_us") for x in data["time_bounds_us"])
         if not kb or kb[0] < 1 or any(a >= b for a, b in zip(kb, kb[1:])):
             raise ValueError(f"error.kernel_bounds must rise from 1 or more, got {list(kb)}")
         if not tb or tb[0] <= 0 or any(a >= b for a, b in zip(tb, tb[1:])) or tb[-1] == math.inf:
             raise ValueError(f"error.time_bounds_us must rise from above 0, got {list(tb)}")
         shape = (len(kb), len(tb) + 1)
         grids = {}
-        for name, kind in (("error", float), ("count", int), ("basis", str)):
+        kinds = {"error": lambda x: real_number(x, "error.error values"),
+                 "count": lambda x: int(real_number(x, "error.count values", whole=True)), "basis": str}
+        for name, kind in kinds.items():
             grid = data[name]
             if len(grid) != shape[0] or any(len(r) != shape[1] for r in grid):
                 raise ValueError(f"error.{name} must be {shape[0]} rows (kernel_bounds) of {shape[1]} "
                                  f"(time_bounds_us + 1)")
             grids[name] = tuple(tuple(kind(x) for x in r) for r in grid)
-        for r in grids["error"]:
-            for e in r:
-                if not 0 <= e < math.inf:
-                    raise ValueError(f"error.error values must be finite and >= 0, got {e}")
         unknown = {b for r in grids["basis"] for b in r} - set(BASES)
         if unknown:
             raise ValueError(f"error.basis values must be one of {BASES}, got {sorted(unknown)}")
-        default = float(data["default"])
-        if not 0 <= default < math.inf:
-            raise ValueError(f"error.default must be finite and >= 0, got {default}")
-        return cls(kb, tb, grids["error"], grids["count"], grids["basis"], default,
-                   float(data.get("quantile", QUANTILE)), int(data.get("min_samples", MIN_SAMPLES)),
-                   int(data.get("samples", 0)), str(data.get("source", "")))
+        default = real_number(data["default"], "error.default")
+        q = real_number(data.get("quantile", QUANTILE), "error.quantile", positive=True, most=1.0)
+        least = int(real_number(data.get("min_samples", MIN_SAMPLES), "error.min_samples", whole=True))
+        samples = int(real_number(data.get("samples", 0), "error.samples", whole=True))
+        return cls(kb, tb, grids["error"], grids["count"], grids["basis"], default, q, least, samples,
+                   str(data.get("source", "")))
 
     def text(self) -> str:
         """The table as rows of text (error / fusions, with a mark where it came from a coarser

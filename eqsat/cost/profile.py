@@ -16,7 +16,7 @@ from importlib import resources
 
 from eqsat.errors import FusionError
 
-from .error_table import ErrorTable
+from .error_table import ErrorTable, real_number
 
 KINDS = ("pointwise", "reduction", "outer_reduction", "grid_reduction", "normalization")
 # a kind a profile may leave out, and the kind whose constants it then takes (profiles written
@@ -100,9 +100,9 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict, where: str = "profile") -> "Profile":
         try:
-            kinds = {k: KindConstants(float(v["launch_us"]), float(v["bandwidth_GBps"]), float(v["gflops"]),
-                                      **{f: float(v[f]) for f in HAND_FITTED if f in v})
-                     for k, v in data["kinds"].items()}
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON object was expected, got a {type(data).__name__}")
+            kinds = {k: _kind(k, v) for k, v in data["kinds"].items()}
             for k, instead in FALLBACK_KINDS.items():
                 if k not in kinds and instead in kinds:
                     kinds[k] = kinds[instead]
@@ -112,12 +112,6 @@ class Profile:
             missing = [k for k in KINDS if k not in kinds]
             if missing:
                 raise KeyError(f"kinds.{missing[0]}")
-            for k, c in kinds.items():
-                if not (c.bandwidth_GBps > 0 and c.gflops > 0 and 0 <= c.launch_us < float("inf")
-                        and all(0 <= getattr(c, f) < float("inf") for f in HAND_FITTED)) \
-                        or c.bandwidth_GBps == float("inf") or c.gflops == float("inf"):
-                    raise ValueError(f"kinds.{k} needs launch_us >= 0, finite bandwidth_GBps and "
-                                     f"gflops > 0, a finite {', '.join(HAND_FITTED)} >= 0, got {c}")
             host = _host(data)
             error = None
             if data.get("error") is not None:
@@ -125,12 +119,26 @@ class Profile:
                     error = ErrorTable.from_dict(data["error"])
                 except KeyError as err:
                     raise KeyError(f"error.{err.args[0]}") from None
-            return cls(str(data.get("name", where)), host, kinds, float(data.get("special_function_weight", 4.0)),
-                       error)
+            weight = real_number(data.get("special_function_weight", 4.0), "special_function_weight",
+                                 positive=True)
+            return cls(str(data.get("name", where)), host, kinds, weight, error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
                               f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,{','.join(HAND_FITTED)}]}} and "
                               f"optionally an error table (eqsat.cost.error_table)") from None
+
+
+def _kind(name: str, given: dict) -> KindConstants:
+    """A kind's constants, each checked: launch_us and the hand-fitted ones finite and >= 0,
+    bandwidth_GBps and gflops finite and > 0 (rates)."""
+    if not isinstance(given, dict):
+        raise TypeError(f"kinds.{name} must be a JSON object, got a {type(given).__name__}")
+    for f in ("launch_us", "bandwidth_GBps", "gflops"):
+        if f not in given:
+            raise KeyError(f"kinds.{name}.{f}")
+    rates = ("bandwidth_GBps", "gflops")
+    return KindConstants(**{f: real_number(given[f], f"kinds.{name}.{f}", positive=f in rates)
+                            for f in ("launch_us", *rates, *HAND_FITTED) if f in given})
 
 
 def _host(data: dict) -> HostConstants:
@@ -141,14 +149,11 @@ def _host(data: dict) -> HostConstants:
         unknown = sorted(set(given) - set(HOST_FIELDS))
         if unknown:
             raise ValueError(f"host has unknown fields {unknown}; known: {', '.join(HOST_FIELDS)}")
-        values = {f: float(given[f]) for f in HOST_FIELDS if f in given}
+        values = {f: real_number(given[f], f"host.{f}") for f in HOST_FIELDS if f in given}
         if "base_us" not in values:
             raise KeyError("host.base_us")
     else:
-        values = {"base_us": float(data["host_us"])}
-    for f, v in values.items():
-        if not 0 <= v < float("inf"):
-            raise ValueError(f"host {f} must be finite and >= 0, got {v}")
+        values = {"base_us": real_number(data["host_us"], "host_us")}
     return HostConstants(**values)
 
 
@@ -165,10 +170,18 @@ def load_profile(profile=None) -> Profile:
         return profile
     if isinstance(profile, dict):
         return Profile.from_dict(profile)
+    if not isinstance(profile, (str, os.PathLike)):
+        raise FusionError(f"a profile is the name of a packaged one ({', '.join(PACKAGED)}), a path, a dict "
+                          f"or a Profile, not a {type(profile).__name__}")
     path = os.fspath(profile)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
+    except RecursionError:
+        raise FusionError("cannot read profile: its JSON is nested too deeply", filename=path) from None
+    except UnicodeDecodeError as err:
+        raise FusionError(f"cannot read profile: it is not UTF-8 text (byte {err.start}: {err.reason})",
+                          filename=path) from None
+    except (OSError, ValueError) as err:          # json.JSONDecodeError is a ValueError
         raise FusionError(f"cannot read profile: {err}", filename=path) from None
     return Profile.from_dict(data, path)

@@ -14,8 +14,8 @@ from eqsat.ir.dtypes import DataType
 from .terms import BARRIER_TERMS, BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
 from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
                          Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
-                         Var, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify, floating, labels,
-                         no_negative_zero, nonneg, promote, sum_dtype)
+                         Var, abs_dtype, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify,
+                         floating, labels, no_negative_zero, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
 
@@ -75,7 +75,7 @@ def dtype_rule(spec: TermSpec):
             query.append(eq(promoted).to(promote(value, d)))
             value = promoted
     else:
-        table = {"compute": compute_dtype, "float": floatify, "sum": sum_dtype}
+        table = {"compute": compute_dtype, "float": floatify, "sum": sum_dtype, "abs": abs_dtype}
         lookup = (cast_dtype(attrs[spec.attrs.index("dtype")], kid_dtypes[0]) if spec.dtype == "cast"
                   else table[spec.dtype](kid_dtypes[0]))
         query.append(eq(result).to(lookup))

@@ -32,6 +32,13 @@ def compute_code(c: int) -> int:
     return c if c in WEAK else DTYPE_CODE[dt.compute_type(DTYPES[c])]
 
 
+def abs_code(c: int) -> int:
+    """``abs``: a complex dtype's real counterpart (nvFuser: |z| is real), any other dtype kept."""
+    if c in WEAK:
+        return WEAK_FLOAT if c == WEAK_COMPLEX else c
+    return DTYPE_CODE[dt.real_type(DTYPES[c])]
+
+
 def sum_code(c: int) -> int:
     """A sum or product: integers and bools give Int, floats keep their dtype."""
     if c in WEAK:
@@ -62,6 +69,8 @@ def result_code(rule: str, codes: list[int]) -> int:
         return codes[0]
     if rule == "compute":
         return compute_code(codes[0])
+    if rule == "abs":
+        return abs_code(codes[0])
     if rule == "float":
         return floatify_code(codes[0])
     if rule == "sum":
@@ -78,8 +87,9 @@ def exact_widenings() -> list[tuple[int, int]]:
     """(narrow, wide) pairs where a cast narrow -> wide -> narrow is exact, bit for bit, in
     nvFuser: wide holds every value of narrow (NaN, +-inf, signed zeros; an integer type's
     whole range), and the cast back returns it. Not Float8_e5m2: nvFuser converts to FP8 with
-    ``cvt.rn.satfinite`` (``runtime/fp8_support.cu``), which turns +-inf into +-57344, so an
-    e5m2 infinity does not come back (e4m3fn has none; its NaN stays NaN). Not Float8 ->
+    ``cvt.rn.satfinite`` (``runtime/casts.cu`` ``__float2e5m2``; the torch executor's
+    ``cast_tensor`` does the same), which turns +-inf into +-57344, so an e5m2 infinity does
+    not come back (e4m3fn has none; its NaN stays NaN). Not Float8 ->
     Double: the inline PTX of nvFuser's ``__e4m32double`` names a register it never declares.
     Float8_e4m3fn <-> BFloat16 goes through Half in nvFuser, which holds every e4m3fn value.
     Not Int -> Double, nor Int32 -> Float: the wide type's mantissa is shorter than the

@@ -14,7 +14,8 @@ from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
 from eqsat.ir import dtypes as dt
 
-from .dtype_codes import WEAK, compute_code, exact_widenings, floatify_code, has_torch, promote_code, sum_code
+from .dtype_codes import (WEAK, abs_code, compute_code, exact_widenings, floatify_code, has_torch,
+                          promote_code, sum_code)
 from .terms import DTYPES, TERMS, WEAK_FLOAT, TermSpec, scalar_code
 
 
@@ -87,6 +88,10 @@ def compute_dtype(a: i64Like) -> i64: ...
 def sum_dtype(a: i64Like) -> i64: ...
 
 
+@function(egg_fn="abs_dtype", merge=lambda old, new: old)
+def abs_dtype(a: i64Like) -> i64: ...
+
+
 @function(egg_fn="cast_dtype", merge=lambda old, new: old)
 def cast_dtype(to: i64Like, src: i64Like) -> i64: ...
 
@@ -101,12 +106,13 @@ def dtype_tables(codes: set[int]) -> str:
     to, as egglog commands (the functions are in :mod:`eqsat.egraph.dtype_codes`)."""
     codes = {c for c in codes if c in WEAK or has_torch(c)}
     codes |= {floatify_code(c) for c in codes} | {sum_code(c) for c in codes} | set(WEAK)
-    codes |= {compute_code(c) for c in codes}
+    codes |= {compute_code(c) for c in codes} | {abs_code(c) for c in codes}
     lines = []
     for a in sorted(codes):
         lines.append(f"(set (floatify {a}) {floatify_code(a)})")
         lines.append(f"(set (compute_dtype {a}) {compute_code(a)})")
         lines.append(f"(set (sum_dtype {a}) {sum_code(a)})")
+        lines.append(f"(set (abs_dtype {a}) {abs_code(a)})")
         if a == WEAK_FLOAT or (a not in WEAK and dt.is_float(DTYPES[a])):
             lines.append(f"(float_code {a})")
         for b in sorted(codes):

@@ -315,6 +315,8 @@ class AxisInference:
             dtype = dt.float_math_type(t.dtype, isinstance(t, TensorType))
         elif node.op == "neg":
             dtype = dt.compute_type(t.dtype)           # bf16/fp16 math is done (and kept) in Float
+        elif node.op == "abs":
+            dtype = dt.real_type(t.dtype)              # |complex| is real (csrc/ops/arith.cpp abs)
         else:
             dtype = t.dtype
         return self.elementwise([t], dtype)
@@ -323,7 +325,7 @@ class AxisInference:
         """The dtype of ``real``/``imag``: a complex dtype's real counterpart; ``real`` of a real
         value is the value (nvFuser: ``set``), ``imag`` of one is an error there."""
         if dtype in dt.COMPLEX_TYPES:
-            return DataType.Float if dtype is DataType.ComplexFloat else DataType.Double
+            return dt.real_type(dtype)
         if node.op == "imag":
             self.fail(f"imag takes a complex value, not {dtype.name}")
         return dtype

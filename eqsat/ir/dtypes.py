@@ -137,6 +137,13 @@ def float_math_type(dtype: DataType, tensor: bool = True) -> DataType:
     return DataType.Float if tensor else DataType.Double
 
 
+def real_type(dtype: DataType) -> DataType:
+    """A complex dtype's real counterpart (ComplexFloat: Float, ComplexDouble: Double); any other
+    dtype itself. What ``abs``, ``real`` and ``imag`` of a complex value give (csrc/ops/arith.cpp
+    abs: "The output of abs(complex_tensor) are real numbers")."""
+    return {DataType.ComplexFloat: DataType.Float, DataType.ComplexDouble: DataType.Double}.get(dtype, dtype)
+
+
 def sum_type(dtype: DataType) -> DataType:
     """The dtype of a sum or product with no dtype given: Int for integers and bools, the
     dtype itself otherwise."""

@@ -5,7 +5,9 @@ nvFuser's semantics: PyTorch type promotion (scalars don't lift a tensor within 
 category), integer ``div`` truncates, reductions of half types accumulate in fp32, a
 reduction's ``dtype`` argument casts its input, integer sums give Int, expanded broadcasts
 stay stride-0 views, and outputs aliased to an input are written into that input and not
-returned.
+returned. Integer division never traps (INT_MIN / -1 wraps, as on the GPU; by zero is refused:
+:data:`INT_BY_ZERO`), casts to FP8 saturate, and no op's output shares memory with an operand
+except the views nvFuser makes views (reshape, permute, broadcast...).
 
     run_fusion(fusion, inputs)             # outputs, as nvFuser's fd.execute returns them
 """
@@ -125,6 +127,162 @@ def _lift(x, like: torch.Tensor, dtype: torch.dtype):
     return x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype, device=like.device)
 
 
+# -- integer division and powers, as nvFuser's kernels compute them -------------------------------
+# nvFuser divides integers with CUDA's `/` and `%` (csrc/codegen.cpp genBinaryOp: Div inline;
+# runtime/helpers.cu fmod, remainder), which do not trap: INT_MIN / -1 wraps to INT_MIN and
+# INT_MIN % -1 is 0. Torch's CPU division traps there (SIGFPE), so the divisor is taken as 1,
+# which gives just those values. By zero the GPU's value is machine-specific (PTX ISA, div.s:
+# "unspecified"), and nvFuser's host evaluator refuses scalars (csrc/ir/internal_nodes.cpp
+# BinaryOp::evaluate, "Integer division by zero detected"). What happens by zero is set here,
+# in one place (bench/semantics_probe.py reads the GPU's values): None refuses it with a
+# FusionError at the line; a function (op, dividend tensor) -> result tensor gives values
+# instead. On an H100 (nvcc 13.0) x / 0 gave -1 in Int32, and in Int 4294967295 for 0 <= x <
+# 2**32, else -1; x % 0 gave -1 (Int32) or the same as x / 0 (Int) alone (torch's CUDA fmod),
+# but x itself in a kernel that also divided: the value depends on the code around it.
+INT_BY_ZERO = {"div": None, "fmod": None, "remainder": None}
+_INT_DIVISION = {"div": partial(torch.div, rounding_mode="trunc"), "fmod": torch.fmod,
+                 "remainder": torch.remainder}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _by_zero(name: str, host: bool = False) -> FusionError:
+    where = ("nvFuser evaluates scalar arithmetic on the host, which refuses it" if host else
+             "nvFuser gives whatever the GPU's integer division gives there (PTX leaves it unspecified)")
+    return FusionError(f"integer {name} by zero: {where}; a nonzero divisor was expected (or divide in "
+                       f"floating point: truediv)")
+
+
+def _int_division(name: str, a, b):
+    """Integer ``div`` (truncating), ``fmod`` or ``remainder`` of two integer operands, at least
+    one a tensor, as nvFuser's kernel computes them, never trapping (see :data:`INT_BY_ZERO`)."""
+    ts = _tensors(a, b)
+    dtype = torch.result_type(a, b)
+    a, b = _lift(a, ts[0], dtype), _lift(b, ts[0], dtype)
+    fn = _INT_DIVISION[name]
+    if dtype == torch.bool or a.device.type == "meta":
+        return fn(a, b)
+    zero = b == 0
+    if bool(zero.any()) and INT_BY_ZERO[name] is None:
+        raise _by_zero(name)
+    bad = zero
+    if dtype.is_signed:                       # INT_MIN / -1: by 1 instead gives INT_MIN, and 0
+        bad = bad | ((a == torch.iinfo(dtype).min) & (b == -1))
+    out = fn(a, torch.where(bad, torch.ones_like(b), b))
+    if INT_BY_ZERO[name] is not None and bool(zero.any()):
+        out = torch.where(zero, INT_BY_ZERO[name](name, a.expand_as(out)).to(out.dtype), out)
+    return out
+
+
+def _scalar_int_division(name: str, a: int, b: int) -> int:
+    """``div``/``fmod``/``remainder`` of two Python ints as C++ computes them in Int (int64):
+    truncating; by zero, and INT64_MIN / -1 (undefined in C++: x86 traps), a FusionError."""
+    if b == 0:
+        raise _by_zero(name, host=True)
+    q = abs(a) // abs(b)
+    q = q if (a < 0) == (b < 0) else -q
+    if name == "div":
+        if q > _INT64_MAX:
+            raise FusionError(f"INT64_MIN / -1 overflows Int: nvFuser evaluates scalar arithmetic in "
+                              f"C++ on the host, where it is undefined (x86 traps); a quotient within "
+                              f"Int was expected")
+        return q
+    r = a - q * b                              # C's %: the sign of the dividend
+    if name == "remainder" and r != 0 and (r < 0) != (b < 0):
+        r += b                                 # runtime/helpers.cu remainder
+    return r
+
+
+def _int_pow(a, b):
+    """``pow`` of two integer operands as runtime/helpers.cu ``pow<T>`` computes it: by squaring,
+    wrapping around; a negative exponent gives 1 for a base of 1, +-1 (by the exponent's
+    parity) for -1, and 0 for any other base (torch refuses a negative Python exponent)."""
+    if not _tensors(a, b):
+        if b < 0:
+            return 1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0
+        r = pow(a, b, 1 << 64)                 # the product mod 2**64: what wrapping gives
+        return r - (1 << 64) if r > _INT64_MAX else r
+    ts = _tensors(a, b)
+    dtype = torch.result_type(a, b)
+    a, b = _lift(a, ts[0], dtype), _lift(b, ts[0], dtype)
+    if dtype == torch.bool:
+        return torch.pow(a, b)
+    negative = b < 0
+    out = torch.pow(a, torch.where(negative, torch.zeros_like(b), b))
+    one, minus = torch.ones_like(out), -torch.ones_like(out)
+    edge = torch.where(a == 1, one, torch.where(a == -1, torch.where(b % 2 != 0, minus, one),
+                                                torch.zeros_like(out)))
+    return torch.where(negative, edge, out)
+
+
+def _shift_amount(a, b):
+    """The amount a shift of ``a`` by ``b`` counts: PTX shifts (shl.b64, shr.s64: csrc/type.cpp
+    prints `<<` and `>>`) take a 32-bit amount, so an Int amount counts by its low 32 bits, as
+    an unsigned number; any amount of the width or more then shifts everything out (0, or the
+    sign for a right shift), as torch's shifts give. An H100 gave 1 << 2**32 == 1."""
+    wide = (isinstance(b, int) and not isinstance(b, bool)
+            or isinstance(b, torch.Tensor) and b.dtype == torch.int64)
+    if not wide or torch.result_type(a, b) not in (torch.int64, torch.uint64):
+        return b
+    return b & 0xFFFFFFFF
+
+
+# -- casts to FP8 ---------------------------------------------------------------------------------
+# nvFuser converts to FP8 with cvt.rn.satfinite (runtime/casts.cu __float2e4m3, __float2e5m2 and
+# their f16x2 forms; a double is made a float first, __double2e5m2): rounded to nearest even,
+# anything beyond the largest finite value, +-inf among them, gives +-that value; NaN stays NaN.
+# Rounding after clamping to +-max gives the same, and torch's own casts do not saturate.
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
+
+def cast_tensor(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` converted to ``dtype`` as nvFuser's cast converts it (``t`` itself where it has that
+    dtype): to FP8 saturating (:data:`FP8_MAX`), else as torch converts."""
+    if dtype in FP8_MAX and t.dtype != dtype:
+        top = FP8_MAX[dtype]
+        return (t.real if t.is_complex() else t).float().clamp(-top, top).to(dtype)
+    return t.to(dtype)
+
+
+# -- outputs that share memory with an operand ----------------------------------------------------
+# The ops whose result nvFuser may give as a view of their input (csrc/alias_analysis.cpp:
+# reshape, permute, slice, broadcast, squeeze, expand; csrc/scheduler/mark_aliases.cpp makes an
+# output of them an alias of the fusion input). Every other op computes a new tensor, where torch
+# may give back its operand or a view of it: a cast to its own dtype, a reduction over no dims,
+# real/imag of a complex tensor.
+_VIEW_CATEGORIES = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute", "reshape",
+                              "slice", "stride_order", "size", "shape"})
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr() if t.device.type != "meta" else 0
+
+
+def _unshared(result, operands: list):
+    """``result`` (a tensor or a tuple of them), each tensor of it that shares memory with one of
+    ``operands`` copied, keeping its strides (a stride-0 dim stays one)."""
+    if isinstance(result, (tuple, list)):
+        return type(result)(_unshared(r, operands) for r in result)
+    if not isinstance(result, torch.Tensor) or not _storage(result):
+        return result
+    if _storage(result) not in {_storage(o) for o in operands}:
+        return result
+    zero = [d for d in range(result.dim()) if result.stride(d) == 0 and result.shape[d] > 1]
+    if not zero:
+        return result.clone()              # dense strides kept; others made row-major
+    base = result[tuple(slice(0, 1) if d in zero else slice(None) for d in range(result.dim()))]
+    return base.clone().expand(result.shape)
+
+
+def _operand_tensors(bound: dict) -> list:
+    out = []
+    for v in bound.values():
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
+
+
 # torch implements little for FP8 tensors; their values are exact in fp32, where these ops
 # compute them (and give back the dtype nvFuser gives: :meth:`TorchOps._over_fp8`)
 _FP8_IN_FLOAT = frozenset({"unary", "binary", "where", "clamp", "lerp", "reduction"})
@@ -163,8 +321,12 @@ class TorchOps:
             impl = getattr(self, f"_op_{name}", None) or getattr(self, f"_cat_{spec.category}")
             if spec.category in _FP8_IN_FLOAT and any(isinstance(v, torch.Tensor) and v.dtype in _FP8
                                                       for v in bound.values()):
-                return self._over_fp8(name, impl, bound)
-            return impl(name, **bound)
+                result = self._over_fp8(name, impl, bound)
+            else:
+                result = impl(name, **bound)
+            if spec.category in _VIEW_CATEGORIES:
+                return result
+            return _unshared(result, _operand_tensors(bound))
         return op
 
     @staticmethod
@@ -180,7 +342,7 @@ class TorchOps:
                    if isinstance(v, torch.Tensor) and (v.dtype in _FP8 or v.dtype == _FP8_STAND_IN)}
         if out == _FP8_STAND_IN and len(reduced) == 1:
             out = reduced.pop()
-        return result.to(out)
+        return cast_tensor(result, out)
 
     # -- elementwise --------------------------------------------------------------------------
     def _cat_unary(self, name, arg):
@@ -193,6 +355,16 @@ class TorchOps:
     def _cat_binary(self, name, arg1, arg2):
         if name not in _NOT_ARITHMETIC:
             arg1, arg2 = _arithmetic_operands(arg1, arg2)
+        if _is_int(arg1) and _is_int(arg2):
+            if name in _INT_DIVISION:
+                if not _tensors(arg1, arg2) and not isinstance(arg1, bool) and not isinstance(arg2, bool):
+                    return _scalar_int_division(name, arg1, arg2)
+                if _tensors(arg1, arg2):
+                    return _int_division(name, arg1, arg2)
+            elif name == "pow" and not isinstance(arg1, bool) and not isinstance(arg2, bool):
+                return _int_pow(arg1, arg2)
+        if name in ("bitwise_left_shift", "bitwise_right_shift"):
+            arg2 = _shift_amount(arg1, arg2)
         fn = _BINARY.get(name)
         if name == "div":
             fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if _is_int(arg1) and _is_int(arg2) \
@@ -227,7 +399,9 @@ class TorchOps:
 
     def _cat_cast(self, name, arg, dtype):
         if isinstance(arg, torch.Tensor):
-            return arg.to(dt.to_torch(dtype))
+            return cast_tensor(arg, dt.to_torch(dtype))
+        if dt.coerce(dtype) in dt.FP8_TYPES and not isinstance(arg, complex):
+            return cast_tensor(torch.tensor(float(arg)), dt.to_torch(dtype)).float().item()
         return _PY_TYPE.get(dtype, float)(arg)
 
     # -- reductions ----------------------------------------------------------------------------
@@ -235,14 +409,14 @@ class TorchOps:
         dtype = dt.coerce(dtype)
         dims = _dims(dims, arg.dim())
         if dtype is not DataType.Null:
-            arg = arg.to(dt.to_torch(dtype))
+            arg = cast_tensor(arg, dt.to_torch(dtype))
         elif name in ("sum", "prod") and _is_int(arg):
             arg = arg.to(torch.int64)
         out_dtype = arg.dtype
         acc = dt.to_torch(dt.accumulation_type(dt.from_torch(out_dtype)))
         x = arg.to(acc) if name in ("sum", "prod") else arg
         if not dims:
-            return x.to(out_dtype)
+            return cast_tensor(x, out_dtype)
         if x.numel() == 0:
             shape = [1 if i in dims else s for i, s in enumerate(x.shape)]
             fill = {"sum": 0, "prod": 1, "max": -math.inf, "min": math.inf}[name]
@@ -250,7 +424,8 @@ class TorchOps:
                 info = torch.iinfo(x.dtype) if x.dtype != torch.bool else None
                 fill = (info.min if name == "max" else info.max) if info else name == "min"
             out = torch.full(shape, fill, dtype=x.dtype, device=x.device)
-            return (out if keepdim else out.reshape([s for i, s in enumerate(shape) if i not in dims])).to(out_dtype)
+            kept = out if keepdim else out.reshape([s for i, s in enumerate(shape) if i not in dims])
+            return cast_tensor(kept, out_dtype)
         if name == "sum":
             out = torch.sum(x, dim=dims, keepdim=keepdim)
         elif name == "max":
@@ -261,7 +436,7 @@ class TorchOps:
             out = x
             for d in reversed(dims):
                 out = torch.prod(out, dim=d, keepdim=keepdim)
-        return out.to(out_dtype)
+        return cast_tensor(out, out_dtype)
 
     @staticmethod
     def _as_float(arg):
@@ -340,15 +515,19 @@ class TorchOps:
         return self.device or "cpu"
 
     def _cat_full(self, name, shape, fill_value, dtype):
-        return torch.full([int(s) for s in shape], fill_value, dtype=dt.to_torch(dt.coerce(dtype)),
-                          device=self._device())
+        dtype = dt.to_torch(dt.coerce(dtype))
+        if dtype in FP8_MAX:
+            values = torch.full([int(s) for s in shape], float(fill_value), device=self._device())
+            return cast_tensor(values, dtype)
+        return torch.full([int(s) for s in shape], fill_value, dtype=dtype, device=self._device())
 
     def _cat_iota(self, name, length, start, step, dtype):
         dtype = dt.to_torch(dt.coerce(dtype))
         start = 0 if start is None else start
         step = 1 if step is None else step
-        return (torch.arange(int(length), device=self._device(), dtype=torch.float64 if dtype.is_floating_point
-                             else torch.int64) * step + start).to(dtype)
+        steps = torch.arange(int(length), device=self._device(),
+                             dtype=torch.float64 if dtype.is_floating_point else torch.int64)
+        return cast_tensor(steps * step + start, dtype)
 
     def _cat_random(self, name, arg1, arg2, shape, rng_seed, rng_offset, dtype):
         """With ``rng_seed`` and ``rng_offset``: nvFuser's own numbers (:mod:`eqsat.reference.philox`).
@@ -415,11 +594,11 @@ class TorchOps:
         back: an Int32 scan stays Int32)."""
         if name in ("cummin", "cummax"):
             return getattr(torch, name)(arg, dim).values
-        return getattr(torch, name)(arg, dim).to(arg.dtype)
+        return cast_tensor(getattr(torch, name)(arg, dim), arg.dtype)
 
     def _cat_scatter(self, name, arg, index, src, dim):
         if isinstance(src, torch.Tensor):
-            return torch.scatter(arg, dim, index.long(), src.to(arg.dtype))
+            return torch.scatter(arg, dim, index.long(), cast_tensor(src, arg.dtype))
         return torch.scatter(arg, dim, index.long(), src)
 
     def _cat_embedding(self, name, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse):
@@ -448,7 +627,7 @@ class TorchOps:
             out = torch.zeros(a.shape[0], b.shape[2], device=a.device)
             for i, (s, e) in enumerate(groups):
                 out[s:e] = a[s:e] @ b[i]
-        return out.to(arg1.dtype)
+        return cast_tensor(out, arg1.dtype)
 
 
 def combine_padded(padded: list[torch.Tensor]) -> torch.Tensor:
@@ -553,7 +732,7 @@ def _conform(types: Types, node: Node, results: list) -> list:
         if isinstance(t, TensorType) and t.known and isinstance(r, torch.Tensor):
             want = dt.to_torch(t.dtype)
             if r.dtype != want:
-                r = r.to(want)
+                r = cast_tensor(r, want)
         elif isinstance(t, ScalarType) and t.dtype in _PY_TYPE and not isinstance(r, (torch.Tensor, list)):
             r = _PY_TYPE[t.dtype](r)
         out.append(r)
