@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import eqsat
+from eqsat import DataType
 from eqsat.cli import main
 from eqsat.frontend.reader import OutsideLanguage
 
@@ -191,14 +192,14 @@ def test_the_reader_drives_a_frontend_laid_out_as_nvfuser_direct():
 
 
 def test_an_op_eqsat_does_not_model_keeps_the_outputs_the_file_unpacks_it_into():
-    """An op the table lacks (a future nvFuser op) is opaque: read from a file it has as many
-    outputs as the names its call is unpacked into, the rest of the fusion is still optimized,
-    and the optimized definition writes the call back with all of them."""
+    """An op nvFuser has that eqsat's table lacks (sdpfa_fwd) is opaque: read from a file it has
+    as many outputs as the names its call is unpacked into, the rest of the fusion is still
+    optimized, and the optimized definition writes the call back with all of them."""
     text = HEADER + textwrap.dedent('''\
         def nvfuser_fusion(fd : FusionDefinition) -> None :
             tv0 = fd.define_tensor(shape=[16, 128], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
             tv1 = fd.ops.exp(tv0)
-            tv2, tv3, tv4 = fd.ops.some_future_op(fd.ops.neg(tv1), 4, dim=1)
+            tv2, tv3, tv4, tv7 = fd.ops.sdpfa_fwd(fd.ops.neg(tv1), 4, dim=1)
             tv5 = fd.ops.mul(tv0, 2.0)
             tv6 = fd.ops.sum(fd.ops.mul(tv5, 3.0), dims=[1], keepdim=False, dtype=DataType.Null)
             fd.add_output(tv3)
@@ -207,10 +208,49 @@ def test_an_op_eqsat_does_not_model_keeps_the_outputs_the_file_unpacks_it_into()
         ''') + "\ninputs = [torch.randn(16, 128)]\n"
     fusion = eqsat.from_source(text).fusion
     (node,) = [n for n in fusion.nodes if n.opaque]
-    assert node.op == "some_future_op" and len(node.outputs) == 3
-    assert [n.op for n in fusion.nodes if n.line == node.line] == ["neg", "some_future_op"]
+    assert node.op == "sdpfa_fwd" and len(node.outputs) == 4
+    assert [n.op for n in fusion.nodes if n.line == node.line] == ["neg", "sdpfa_fwd"]
     opt = eqsat.optimize_fusion(fusion, [torch.randn(16, 128, device="meta")], min_gain=0)
     again = eqsat.from_source(HEADER + opt.source + "\ninputs = [torch.randn(16, 128)]\n").fusion
     (node,) = [n for n in again.nodes if n.opaque]
-    assert len(node.outputs) == 3 and len(again.outputs) == 3
+    assert len(node.outputs) == 4 and len(again.outputs) == 3
     assert again.outputs[0].value == node.outputs[1] and again.outputs[1].value == node.outputs[2]
+
+
+def test_an_op_nvfuser_does_not_have_is_an_error_at_its_line(tmp_path, capsys):
+    """A misspelled op is the user's mistake, not an op to keep opaque: an error naming the op,
+    its line and the closest names, whatever the frontend; an op of the other frontend is named
+    as such."""
+    misspelled = HEADER + DEFINITION.replace("fd.ops.mul(tv0, 2.00000)", "fd.ops.maxx(tv0, dims=[0])")
+    with pytest.raises(eqsat.FusionError, match=r"^<repro>:line 6: fd.ops.maxx: nvFuser's nvfuser_direct "
+                                                 r"frontend has no op maxx; did you mean max"):
+        eqsat.from_source(misspelled + INPUTS)
+    path = tmp_path / "repro.py"
+    path.write_text(misspelled + INPUTS)
+    assert main(["optimize", str(path)]) == 2
+    assert f"{path}:line 6: fd.ops.maxx: " in capsys.readouterr().err
+    classic = misspelled.replace("nvfuser_direct", "nvfuser").replace("fd.ops.maxx", "fd.ops.complex")
+    with pytest.raises(eqsat.FusionError, match="complex is an op of nvfuser_direct, not of nvfuser"):
+        eqsat.from_source(classic + INPUTS)
+
+    def define(fd):
+        fd.add_output(fd.ops.sume(fd.define_tensor(shape=[-1], dtype=DataType.Float), dims=[0]))
+
+    with pytest.raises(eqsat.FusionError, match=r"line \d+: fd.ops.sume: nvFuser has no op sume; did you "
+                                                 r"mean sum"):
+        eqsat.from_function(define)
+
+
+def test_the_op_names_cover_the_corpora():
+    """Every ``fd.ops`` name the corpora's files use is one their frontend has (what reading them
+    checks; this finds a missing name without reading 173 files)."""
+    import re
+
+    from conftest import corpus_files, require_corpus, thunder_files
+    from eqsat.frontend.nvfuser_ops import CLASSIC_OPS, DIRECT_OPS
+
+    require_corpus()
+    used = {name for p in corpus_files() + thunder_files()
+            for name in re.findall(r"fd\.ops\.(\w+)", p.read_text())}
+    unknown = used - set(CLASSIC_OPS) - set(DIRECT_OPS)
+    assert used and not unknown, sorted(unknown)
