@@ -254,3 +254,49 @@ def test_the_op_names_cover_the_corpora():
             for name in re.findall(r"fd\.ops\.(\w+)", p.read_text())}
     unknown = used - set(CLASSIC_OPS) - set(DIRECT_OPS)
     assert used and not unknown, sorted(unknown)
+
+
+def test_a_definition_cannot_run_the_fusion_it_is_read_from(tmp_path, monkeypatch, capsys):
+    """Reading records; it never executes: ``fd.execute`` (and any other call on fd but the
+    recording ones nvFuser's FusionDefinition has) inside a definition is refused at its line,
+    and eqsat's executor is never called (a definition dividing an Int32 -2**31 by -1 there
+    killed ``eqsat show`` with SIGFPE)."""
+    import eqsat.frontend.recorder as recorder
+
+    ran = []
+    monkeypatch.setattr(recorder, "run_fusion", lambda *args, **kwargs: ran.append(args))
+    body = DEFINITION.splitlines()
+    for call, line in (("fd.execute([])", 7), ("fd.fusion", 7), ("x = fd.frontend", 7),
+                       ("fd.validate([], [])", 7), ("fd.ops.add(fd.execute, 1)", 7)):
+        text = HEADER + "\n".join(body[:3] + [f"    {call}"] + body[3:]) + "\n" + INPUTS
+        with pytest.raises(eqsat.FusionError, match=r"^<repro>:line 7: fd\.\w+: .*records") as info:
+            eqsat.from_source(text)
+        assert info.value.line == line, call
+        path = tmp_path / "repro.py"
+        path.write_text(text)
+        assert main(["show", str(path), "--run"]) == 2 and main(["optimize", str(path)]) == 2
+        assert "records" in capsys.readouterr().err
+    assert not ran
+    text = HEADER + DEFINITION.replace("fd.add_output(tv1)", "fd.add_output(tv1)\n    fd.execute([])")
+    with pytest.raises(eqsat.FusionError, match="line 8: fd.execute"):
+        eqsat.optimize_fusion(text)
+    assert not ran
+
+
+def test_a_dtype_called_by_name_is_an_error_at_the_users_line(tmp_path, capsys):
+    """``DataType('Float')`` is no dtype in nvFuser: the error names the user's line and the
+    spelling that is one, never a line of eqsat's own modules."""
+    text = HEADER + DEFINITION.replace("dtype=DataType.Float", "dtype=DataType('Float')")
+    with pytest.raises(eqsat.FusionError, match=r"^<repro>:line 5: DataType\('Float'\) is not a dtype: "
+                                                 r"write DataType\.Float") as info:
+        eqsat.from_source(text + INPUTS)
+    assert info.value.line == 5
+    path = tmp_path / "repro.py"
+    path.write_text(text + INPUTS)
+    assert main(["show", str(path)]) == 2
+    assert f"{path}:line 5: DataType('Float')" in capsys.readouterr().err
+    bad = HEADER + DEFINITION.replace("dtype=DataType.Float", "dtype=DataType.Flaot")
+    with pytest.raises(eqsat.FusionError, match=r"line 5: unknown dtype DataType\.Flaot"):
+        eqsat.from_source(bad)
+    with pytest.raises(eqsat.FusionError, match=r"line 5: DataType\(1\) is not a dtype"):
+        eqsat.from_source(HEADER + DEFINITION.replace("dtype=DataType.Float", "dtype=DataType(1)"))

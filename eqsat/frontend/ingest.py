@@ -24,16 +24,25 @@ from .recorder import FusionDefinition, caller_line
 
 
 class _DataTypeNames:
-    """``DataType`` as repro text sees it: a misspelled name is a FusionError at its line."""
+    """``DataType`` as repro text sees it: ``DataType.X`` is a dtype; a misspelled name, or a
+    call (``DataType('Float')``, no dtype in nvFuser), is a FusionError at the user's line."""
 
     def __getattr__(self, name: str) -> DataType:
+        if name.startswith("_"):
+            raise AttributeError(name)
         if name in DataType.__members__:
             return DataType[name]
         raise FusionError(f"unknown dtype DataType.{name}; expected one of "
                           f"{', '.join(DataType.__members__)}", line=caller_line())
 
-    def __call__(self, *args):
-        return DataType(*args)
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], DataType):
+            return args[0]
+        written = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        name = args[0] if len(args) == 1 and args[0] in DataType.__members__ else None
+        spelled = f"DataType.{name}" if name else \
+            f"DataType.<name> (one of {', '.join(DataType.__members__)})"
+        raise FusionError(f"DataType({written}) is not a dtype: write {spelled}", line=caller_line())
 
 
 @dataclass

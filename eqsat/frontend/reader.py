@@ -7,7 +7,9 @@ tensor constructors. :func:`read_inputs` and :func:`run_definition` walk the fil
 tree and evaluate just that:
 
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
-  and on values it returned, ``fd.add_output(...)``; expressions of literals, names bound
+  and on values it returned, ``fd.add_output(...)``; of ``fd``'s attributes only the recording
+  calls nvFuser's FusionDefinition has (``ops``, ``define_*``, ``add_output``, ``from_pytorch``:
+  :data:`eqsat.frontend.nvfuser_ops.RECORDING_CALLS`), never ``fd.execute`` or the like; expressions of literals, names bound
   before, lists and tuples, ``DataType.X``, ``float("inf")``-style constants, arithmetic;
   the bare names ``nan`` and ``inf``, not bound by the file, are those floats (Python prints
   them so: a capture that formats a tensor's statistics with ``f"{x:.4g}"`` writes ``nan``
@@ -35,6 +37,7 @@ from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
+from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
 
 TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
@@ -108,12 +111,15 @@ def _torch_namespace():
 
 class Reader:
     """Evaluates the repro language over ``names``; ``device`` (say ``"meta"``) replaces the
-    device of every tensor the inputs make."""
+    device of every tensor the inputs make. ``fd``, where given, is the definition's
+    FusionDefinition: of its attributes only the recording calls nvFuser's has may be used."""
 
-    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None):
+    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None,
+                 fd: Any = None):
         self.filename = filename
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
+        self.fd = fd
         self._unpacking: int | None = None       # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
@@ -237,6 +243,10 @@ class Reader:
                 else value
         if name.startswith("_"):
             raise self.refuse(node, f"the attribute {name}")
+        if self.fd is not None and base is self.fd and name not in ANY_RECORDING_CALL:
+            raise FusionError("not a recording call: reading a file records its definition "
+                              "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
+                              line=node.lineno, op=f"fd.{name}", filename=self.filename)
         if _is_tensor(base):
             if name not in TENSOR_METHODS:
                 raise self.refuse(node, f"the tensor attribute .{name}")
@@ -260,7 +270,7 @@ class Reader:
             if k.arg is None:
                 raise self.refuse(k.value, "**keyword arguments")
             kwargs[k.arg] = self.eval(k.value)
-        if not (fn in BUILTINS.values() or getattr(fn, "_eqsat_allowed", False) or _is_definition_call(fn)):
+        if not (fn in BUILTINS.values() or _is_wrapper(fn) or _is_definition_call(fn)):
             raise self.refuse(node, f"a call of {ast.unparse(node.func)[:60]}")
         token = OPAQUE_OUTPUTS.set(unpacking)
         try:
@@ -310,6 +320,11 @@ class Reader:
             return method(*args, **kwargs)
         call._eqsat_allowed = True
         return call
+
+
+def _is_wrapper(fn) -> bool:
+    """One of the reader's own wrappers of a torch function or tensor method."""
+    return isinstance(fn, types.FunctionType) and getattr(fn, "_eqsat_allowed", False)
 
 
 def _allowed(fn):
@@ -431,4 +446,4 @@ def run_definition(definition: ast.FunctionDef, fd: Any, datatype: Any, filename
     if definition.decorator_list:
         raise Reader(filename).refuse(definition.decorator_list[0], "a decorator on the definition")
     names = {params[0]: fd, "DataType": datatype}
-    Reader(filename, names).run_body(definition.body)
+    Reader(filename, names, fd=fd).run_body(definition.body)

@@ -110,7 +110,7 @@ class _Ops:
         self._fd = fd
 
     def __getattr__(self, name: str):
-        if name.startswith("__"):
+        if name.startswith("_"):             # no op of nvFuser's is private
             raise AttributeError(name)
 
         def op(*args, **kwargs):
