@@ -300,3 +300,20 @@ def test_a_dtype_called_by_name_is_an_error_at_the_users_line(tmp_path, capsys):
         eqsat.from_source(bad)
     with pytest.raises(eqsat.FusionError, match=r"line 5: DataType\(1\) is not a dtype"):
         eqsat.from_source(HEADER + DEFINITION.replace("dtype=DataType.Float", "dtype=DataType(1)"))
+
+
+@pytest.mark.parametrize("lines, line, what", [
+    (["def helper():", "    return torch.randn(3)", "", "inputs = [helper()]"], 12, "helper, a function"),
+    (["def helper():", "    return torch.randn(3)", "", "x = helper()", "inputs = [x]"], 13, "x, bound at line 12"),
+    (["inputs = [torch.randn(3)]", "inputs.append(fd.execute(inputs))"], 10, r"\.execute"),
+    (["def helper():", "    return [torch.randn(3)]", "", "inputs = [torch.randn(3)]", "inputs += helper()"], 13,
+     "helper"),
+])
+def test_an_inputs_list_the_reader_cannot_evaluate_is_refused_at_its_line(lines, line, what):
+    """A statement that binds or changes ``inputs`` is never skipped as one about running the
+    fusion: where it uses something reading does not evaluate (a function of the file, a name
+    bound by a skipped statement, the fd), the error names its line and that."""
+    text = HEADER + DEFINITION + "\n" + "\n".join(lines) + "\n"
+    with pytest.raises(OutsideLanguage, match=rf"^<repro>:line {line}: `inputs` .*uses {what}") as info:
+        eqsat.from_source(text)
+    assert info.value.line == line

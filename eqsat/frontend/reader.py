@@ -8,12 +8,12 @@ tree and evaluate just that:
 
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
   and on values it returned, ``fd.add_output(...)``; of ``fd``'s attributes only the recording
-  calls nvFuser's FusionDefinition has (``ops``, ``define_*``, ``add_output``, ``from_pytorch``:
-  :data:`eqsat.frontend.nvfuser_ops.RECORDING_CALLS`), never ``fd.execute`` or the like; expressions of literals, names bound
-  before, lists and tuples, ``DataType.X``, ``float("inf")``-style constants, arithmetic;
-  the bare names ``nan`` and ``inf``, not bound by the file, are those floats (Python prints
-  them so: a capture that formats a tensor's statistics with ``f"{x:.4g}"`` writes ``nan``
-  where the tensor held non-finite values);
+  calls nvFuser's FusionDefinition has (``ops``, ``define_*``, ``add_output``,
+  ``from_pytorch``: :data:`eqsat.frontend.nvfuser_ops.RECORDING_CALLS`), never ``fd.execute``;
+  expressions of literals, names bound before, lists and tuples, ``DataType.X``,
+  ``float("inf")``-style constants, arithmetic; the bare names ``nan`` and ``inf``, not bound
+  by the file, are those floats (Python prints them so: a capture that formats a tensor's
+  statistics with ``f"{x:.4g}"`` writes ``nan`` where the tensor held non-finite values);
 - at the top level: ``import torch``, imports of ``nvfuser``/``nvfuser_direct`` (also inside
   ``try``/``except ImportError``), ``torch.manual_seed(n)``, names bound to input expressions,
   ``inputs = [...]``; ``with FusionDefinition() as fd: ...`` and ``fd.execute(...)`` are skipped;
@@ -382,42 +382,69 @@ def _is_frontend_import(stmt: ast.stmt) -> bool:
     return False
 
 
-def about_running(stmt: ast.stmt, names: set[str]) -> bool:
+RUNNING_CALLS = ("execute", "validate", "manual_execute")
+
+
+def about_running(stmt: ast.stmt, names: set[str] | dict[str, str]) -> bool:
     """A statement about running the definition (it names ``FusionDefinition``, one of
     ``names``, or calls ``.execute``/``.validate``), which reading skips."""
+    return _running_part(stmt, names) is not None
+
+
+def _running_part(stmt: ast.stmt, names: set[str] | dict[str, str]) -> str | None:
+    """What makes ``stmt`` a statement about running the definition (see :func:`about_running`),
+    in the user's terms; None where nothing does. ``names`` may map each name to what it is."""
     for node in ast.walk(stmt):
         if isinstance(node, ast.Name) and (node.id in names or node.id == "FusionDefinition"):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
+            what = names.get(node.id) if isinstance(names, dict) else None
+            return f"{node.id}, {what}" if what else node.id
+        if isinstance(node, ast.Attribute) and node.attr in RUNNING_CALLS:
+            return f".{node.attr}, which runs the fusion"
+    return None
+
+
+def _changes_inputs(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` binds or changes ``inputs`` (an assignment to it or into it, or a call of
+    one of its methods)."""
+    for node in ast.walk(stmt):
+        target = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node
+        changed = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or \
+            isinstance(node, ast.Attribute)
+        if isinstance(target, ast.Name) and target.id == "inputs" and changed:
             return True
     return False
 
 
 def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
                 device: str | None = None) -> list | None:
-    """The file's ``inputs`` list, evaluated in the repro language (None if it has none)."""
+    """The file's ``inputs`` list, evaluated in the repro language (None if it has none).
+    Statements about running the fusion are skipped, but for one that binds or changes
+    ``inputs``: that is refused with its line and what reading could not evaluate."""
     reader = Reader(filename, {"torch": _torch_namespace()}, device)
-    skipped = {definition.name}
+    skipped = {definition.name: "the definition function"}
     for stmt in tree.body:
         if stmt is definition or _is_frontend_import(stmt):
             continue
         if isinstance(stmt, ast.FunctionDef):
-            skipped.add(stmt.name)          # never called: a call of it is refused below
+            skipped[stmt.name] = "a function this file defines, which reading never calls"
             reader.names[stmt.name] = _Skip()
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue                        # a docstring
-        if isinstance(stmt, ast.With) and about_running(stmt, skipped):
+        running = _running_part(stmt, skipped)
+        if running is not None and _changes_inputs(stmt):
+            raise reader.refuse(stmt, f"`inputs` here uses {running}")
+        if isinstance(stmt, ast.With) and running is not None:
             for item in stmt.items:
                 if isinstance(item.optional_vars, ast.Name):
-                    skipped.add(item.optional_vars.id)
+                    skipped[item.optional_vars.id] = "the FusionDefinition of a with statement reading skips"
             continue
-        if about_running(stmt, skipped):
+        if running is not None:
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name):
-                            skipped.add(n.id)
+                            skipped[n.id] = f"bound at line {stmt.lineno} by a statement reading skips"
             continue
         if isinstance(stmt, ast.Assign):
             reader.assign(stmt, reader.eval(stmt.value))
