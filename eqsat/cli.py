@@ -11,12 +11,13 @@ from eqsat.ir.fusion import FRONTENDS
 from eqsat.lowering.source import fusion_source
 from eqsat.reference.compare import mismatch
 from eqsat.reference.devices import fresh_copies
+from eqsat.reference.inputs import check_inputs
 from eqsat.reference.torch_executor import run_fusion
 from eqsat.rules.verify import verify
 from eqsat.testing.seeds import SEEDS
 
 from .crossfusion import LinkError, optimize_pair
-from .errors import FusionError
+from .errors import FusionError, naming_file
 from .optimize import DEADLINE_S, MIN_GAIN, optimize_fusion
 from .rules import RULES
 
@@ -45,9 +46,13 @@ def _demo(args) -> int:
 
 
 def _load_with_inputs(path, device, trust=False):
+    """The repro file at ``path`` with its inputs, checked against its definition (an error
+    names the file)."""
     repro = from_file(path, device=device, trust=trust)
     if repro.inputs is None:
         raise FusionError("the file has no `inputs = [...]` list", filename=path)
+    with naming_file(path):
+        check_inputs(repro.fusion, repro.inputs)
     return repro
 
 
@@ -332,7 +337,8 @@ def main(argv=None) -> int:
                 pair.error(f"argument --link: backward input {b} is linked to forward inputs "
                            f"{linked[b]} and {f}")
     try:
-        return args.handler(args)
+        with naming_file(getattr(args, "file", None)):      # every error about a file names it
+            return args.handler(args)
     except FusionError as err:
         print(f"eqsat pair: error: {err}" if args.command == "pair" else f"eqsat: {err}", file=sys.stderr)
         return 2

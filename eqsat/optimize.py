@@ -18,7 +18,7 @@ from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.recompute import copy_chains, with_recomputed, written_copies
 from eqsat.egraph.encode import encode
 from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, select_rules
-from eqsat.frontend.ingest import ingest
+from eqsat.frontend.ingest import ingest, source_file
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.ir.layout import alias_output_sources
@@ -31,7 +31,7 @@ from eqsat.verification.runner import NvFuserRunner, Runner
 from eqsat.verification.verify import Verification, check_verifiable
 from eqsat.verification.verify import verify as verify_on_gpu
 
-from .errors import FusionError
+from .errors import FusionError, naming_file
 from .extract import dump, extract, to_term_graph
 from .rules import RULES
 
@@ -301,7 +301,8 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
         raise ValueError(f"verify must be None or 'gpu', got {verify!r}")
     fusion = ingest(definition)
     prof = load_profile(profile)
-    concrete = concrete_extents(fusion, inputs, extents, default_extent)
+    with naming_file(source_file(definition)):        # a repro file's inputs: errors name it
+        concrete = concrete_extents(fusion, inputs, extents, default_extent)
     if verify:
         check_verifiable(inputs)
         runner = runner or NvFuserRunner(prefer=fusion.frontend)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from eqsat.errors import FusionError
+from eqsat.errors import FusionError, naming_file
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 
@@ -170,14 +170,28 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     try:
         with fd:
             define(fd)
+        with naming_file(filename):
+            fusion = _recorded(fd, definition)
     except FusionError as err:
-        if err.filename is None:
-            err = FusionError(err.message, line=err.line, op=err.op, filename=filename)
-        raise err from None
+        named = err.in_file(filename)
+        if named is err:
+            raise
+        raise named from None
     except (Exception, SystemExit) as err:
         raise FusionError(f"the definition raised {type(err).__name__}: {err}",
                           line=_traceback_line(err, filename), filename=filename) from err
-    return Repro(fd.fusion, found, source, filename, definition.name, definition)
+    return Repro(fusion, found, source, filename, definition.name, definition)
+
+
+def _recorded(fd: FusionDefinition, definition: ast.FunctionDef) -> Fusion:
+    """The fusion ``fd`` recorded; an error about the whole definition (it has no outputs) is at
+    its ``def`` line."""
+    try:
+        return fd.fusion
+    except FusionError as err:
+        if err.line is not None:
+            raise
+        raise FusionError(err.message, line=definition.lineno, op=err.op) from None
 
 
 def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, inputs: bool,
@@ -256,6 +270,16 @@ def is_nvfuser_definition(obj: Any) -> bool:
     return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in FRONTENDS
 
 
+def source_file(definition: Any) -> str | None:
+    """The path :func:`ingest` reads ``definition`` from (a path object, or a one-line string
+    ending in ``.py``); None for any other form."""
+    if isinstance(definition, os.PathLike):
+        return os.fspath(definition)
+    if isinstance(definition, str) and "\n" not in definition and definition.endswith(".py"):
+        return definition
+    return None
+
+
 def ingest(definition: Any, **kwargs) -> Fusion:
     """Any ingestible form: a Fusion, eqsat's FusionDefinition, a function of fd, repro text,
     a path to a repro file, or a live nvFuser FusionDefinition."""
@@ -265,8 +289,7 @@ def ingest(definition: Any, **kwargs) -> Fusion:
         return definition.fusion
     if is_nvfuser_definition(definition):
         return from_nvfuser(definition)
-    if isinstance(definition, os.PathLike) or (isinstance(definition, str) and "\n" not in definition
-                                               and definition.endswith(".py")):
+    if source_file(definition) is not None:
         return from_file(definition, inputs=False, **kwargs).fusion
     if isinstance(definition, str):
         return from_source(definition, inputs=False, **kwargs).fusion
