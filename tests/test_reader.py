@@ -139,7 +139,7 @@ def test_unreadable_text_is_a_clean_error(tmp_path):
     with pytest.raises(OutsideLanguage, match="for statement"):
         eqsat.from_source(HEADER + DEFINITION.replace("    fd.add_output(tv1)",
                                                       "    for i in range(2):\n        fd.add_output(tv1)"))
-    with pytest.raises(OutsideLanguage, match="exponent"):
+    with pytest.raises(eqsat.FusionError, match="line 9: '2 \\*\\* 10 \\*\\* 9': .* none beyond 4096"):
         eqsat.from_source(HEADER + DEFINITION + "\ninputs = [2 ** 10 ** 9]\n")
     deep = " + ".join(["tv0"] * 20000)
     with pytest.raises(eqsat.FusionError, match="deep|complex|nested|recursion"):
@@ -317,3 +317,73 @@ def test_an_inputs_list_the_reader_cannot_evaluate_is_refused_at_its_line(lines,
     with pytest.raises(OutsideLanguage, match=rf"^<repro>:line {line}: `inputs` .*uses {what}") as info:
         eqsat.from_source(text)
     assert info.value.line == line
+
+
+@pytest.mark.parametrize("where, line", [("top", 9), ("definition", 6), ("inputs", 9)])
+@pytest.mark.parametrize("depth", [150, 2500, 20000])
+def test_deep_nesting_is_an_error_at_its_line_for_every_entry_point(tmp_path, capsys, where, line, depth):
+    """``x = ------...1`` (Python's parser or compiler, or the reader, recursing past its limit)
+    is a FusionError naming the file and line, "nested too deeply", whether the statement is
+    at the top level, in the definition or an element of ``inputs``; read, run with trust, or
+    through the command line."""
+    deep = "-" * depth + "1"
+    body = DEFINITION.splitlines()
+    text = {"top": HEADER + DEFINITION + f"\nx = {deep}\n" + INPUTS,
+            "definition": HEADER + "\n".join(body[:2] + [f"    x = {deep}"] + body[2:]) + "\n" + INPUTS,
+            "inputs": HEADER + DEFINITION + f"\ninputs = [torch.randn(3), {deep}]\n"}[where]
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    for trust in (False, True):
+        with pytest.raises(eqsat.FusionError, match="nested too deeply") as info:
+            eqsat.from_file(path, trust=trust)
+        assert (info.value.filename, info.value.line) == (str(path), line)
+        with pytest.raises(eqsat.FusionError, match="nested too deeply"):
+            eqsat.from_source(text, trust=trust)
+    assert main(["show", "--run", str(path)]) == 2
+    assert f"{path}:line {line}: nested too deeply" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("statements, line, message", [
+    (["x = (10 ** 65536) ** 65536"], 9, "up to 262144 bits"),
+    (["x = 10 ** 1000"] + ["x = x * x"] * 20, 10, r"'x \* x': its result would be an integer of up to 6644 bits"),
+    (["x = round(1, -10 ** 18)"], 9, "round to -1000000000000000000 digits"),
+    (["x = 1 << 10 ** 6"], 9, "up to 1000001 bits"),
+    (["x = " + "9" * 1300], 9, "an integer of 4319 bits"),
+    (["x = int('" + "9" * 1300 + "')"], 9, "gives an integer of 4319 bits"),
+    (["x = list(torch.zeros(10 ** 6))"], 9, "list\\(\\) of a tensor would make 1000000 Python values"),
+    (["x = max(*torch.zeros(10 ** 6))"], 9, "unpacking \\(\\*\\) of a tensor would make 1000000"),
+    (["x = torch.zeros(10 ** 6).tolist()"], 9, "tolist\\(\\) of a tensor would make 1000000"),
+    (["x = torch.Size(torch.zeros(10 ** 6))"], 9, "Size\\(\\) of a tensor would make 1000000"),
+    (["x = torch.randn(10 ** 12)"], 9, "would take 3.6 TiB of tensor data"),
+    (["x = torch.ones(1).expand(10 ** 6, 10 ** 6).sum()"], 9, "would take 3.6 TiB"),
+    (["x = torch.ones(10 ** 5, 1) + torch.ones(1, 10 ** 6)"], 9, "would take 372.5 GiB"),
+    (["x = torch.nn.functional.one_hot(torch.tensor([2 ** 40]))"], 9, "would take 8.0 TiB"),
+    (["x = torch.ones(1 << 12, 1)", "y = torch.matmul(x.expand(-1, 1 << 12), x.expand(-1, 1 << 12))"],
+     10, "would take 256.1 GiB"),
+])
+def test_reading_is_bounded_before_it_runs(statements, line, message):
+    """Integer sizes, Python-level iteration and tensor work are bounded before anything runs:
+    each of these (hangs of minutes, or GBs, before) is refused at its line at once."""
+    import time
+
+    text = HEADER + DEFINITION + "\n" + "\n".join(statements) + "\ninputs = [torch.randn(3)]\n"
+    began = time.perf_counter()
+    with pytest.raises(eqsat.FusionError, match=message) as info:
+        eqsat.from_source(text)
+    assert info.value.line == line and time.perf_counter() - began < 2.0
+
+
+def test_the_tensor_work_of_a_whole_read_is_bounded(monkeypatch):
+    """Each tensor operation is charged the bytes it reads or makes; the read is refused at the
+    line that passes the limit (16 GiB; 1 MiB here), and on the meta device nothing is charged."""
+    from eqsat.frontend import bounds
+
+    monkeypatch.setattr(bounds, "MAX_TENSOR_BYTES", 1 << 20)
+    text = HEADER + DEFINITION + "\nx = torch.empty(1 << 16)\n" + "\n".join(["y = x.uniform_()"] * 8) + \
+        "\ninputs = [x]\n"
+    with pytest.raises(eqsat.FusionError, match="line 13: .*uniform_.* past the 1.0 MiB reading a file may use"):
+        eqsat.from_source(text)
+    assert eqsat.from_source(text, device="meta").inputs[0].shape == (1 << 16,)
+    views = HEADER + DEFINITION + "\nx = torch.empty(1 << 16)\n" + "\n".join(["y = x.view(-1)"] * 100) + \
+        "\ninputs = [x]\n"
+    assert eqsat.from_source(views).inputs[0].shape == (1 << 16,)          # views cost nothing

@@ -19,7 +19,7 @@ from eqsat.errors import FusionError, naming_file
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 
-from .reader import about_running, read_inputs, run_definition
+from .reader import about_running, parse, read_inputs, run_definition
 from .recorder import FusionDefinition, caller_line
 
 
@@ -148,12 +148,7 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     definition function). ``inputs=False`` skips building the ``inputs`` list; ``device``
     (e.g. ``"meta"``) builds it on another device than the one the file names.
     """
-    try:
-        tree = ast.parse(source.lstrip("\ufeff"), filename=filename)
-    except SyntaxError as err:
-        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
-    except (ValueError, RecursionError, MemoryError) as err:
-        raise FusionError(f"does not parse: {type(err).__name__}: {err}", filename=filename) from None
+    tree = parse(source, filename)
     if function is not None:
         matches = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == function]
         if not matches:

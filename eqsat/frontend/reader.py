@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import operator
+import tokenize
 import types
 from typing import Any, Callable
 
@@ -37,6 +39,8 @@ from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
+from .bounds import (NO_WORK, TensorWork, TooMuchWork, check_items, check_ndigits, int_op_problem,
+                     int_problem, on_meta)
 from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
 
@@ -74,9 +78,27 @@ TENSOR_METHODS = frozenset("""
     new_full size stride dim numel element_size storage_offset item tolist
     shape dtype T mT ndim device is_contiguous
 """.split())
+
+
+def _round(number, ndigits=None):
+    check_ndigits(ndigits)
+    return round(number, ndigits)
+
+
+def _iterating(fn: Callable) -> Callable:
+    """``fn`` (list, tuple, min, max), iterating a tensor it is given only up to MAX_ITEMS rows."""
+    def call(*args, **kwargs):
+        if len(args) == 1:
+            check_items(args[0], f"{fn.__name__}()")
+        return fn(*args, **kwargs)
+    call.__name__ = fn.__name__
+    return call
+
+
 BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
-                                 "len": len, "abs": abs, "min": min, "max": max, "round": round,
-                                 "list": list, "tuple": tuple}
+                                 "len": len, "abs": abs, "min": _iterating(min), "max": _iterating(max),
+                                 "round": _round, "list": _iterating(list), "tuple": _iterating(tuple)}
+_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "min", "max", "list", "tuple"})
 # floats Python prints as bare names
 NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -87,7 +109,7 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.i
           ast.Not: operator.not_}
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_MAX_POWER = 1 << 16          # an integer exponent beyond this is a way to exhaust memory
+_INT_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Pow: "pow", ast.LShift: "lshift"}
 
 
 class _Namespace:
@@ -120,6 +142,8 @@ class Reader:
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
         self.fd = fd
+        # tensor work is charged where tensors are made on a device that computes (bounds.py)
+        self.work = TensorWork() if device != "meta" else None
         self._unpacking: int | None = None       # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
@@ -174,6 +198,9 @@ class Reader:
     def _Constant(self, node):
         if not isinstance(node.value, (int, float, complex, bool, str, type(None))):
             raise self.refuse(node, f"the constant {node.value!r}")
+        problem = int_problem(node.value)
+        if problem is not None:
+            raise FusionError(problem, line=node.lineno, filename=self.filename)
         return node.value
 
     def _Name(self, node):
@@ -203,8 +230,9 @@ class Reader:
         left, right = self.eval(node.left), self.eval(node.right)
         if any(isinstance(v, (list, tuple, str)) for v in (left, right)):
             raise self.refuse(node, "arithmetic on a list or string")
-        if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, int) and abs(right) > _MAX_POWER:
-            raise self.refuse(node, f"an exponent or shift of {right}")
+        problem = int_op_problem(_INT_OPS.get(type(node.op), ""), left, right)
+        if problem is not None:
+            raise FusionError(f"{_text(node)}: {problem}", line=node.lineno, filename=self.filename)
         return self._apply(node, _BINARY.get(type(node.op)), left, right)
 
     def _apply(self, node, fn, *args):
@@ -262,7 +290,7 @@ class Reader:
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
-                args.extend(self.eval(a.value))
+                args.extend(self._unpacked(a))
             else:
                 args.append(self.eval(a))
         kwargs = {}
@@ -278,10 +306,23 @@ class Reader:
         finally:
             OPAQUE_OUTPUTS.reset(token)
 
+    def _unpacked(self, node: ast.Starred) -> Any:
+        value = self.eval(node.value)
+        try:
+            return check_items(value, "unpacking (*)")
+        except TooMuchWork as err:
+            raise FusionError(str(err), line=node.lineno, filename=self.filename) from None
+
     def _guarded(self, node, fn, *args, **kwargs):
         token = SOURCE_LINE.set(node.lineno)
         try:
-            return fn(*args, **kwargs)
+            result = self._run(node, fn, args, kwargs)
+            problem = int_problem(result)
+            if problem is not None:
+                raise FusionError(f"{_text(node)} gives {problem}")
+            return result
+        except TooMuchWork as err:
+            raise FusionError(str(err), line=node.lineno, filename=self.filename) from None
         except FusionError as err:
             if err.line is None and err.filename is None:
                 raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
@@ -295,6 +336,14 @@ class Reader:
         finally:
             SOURCE_LINE.reset(token)
 
+    def _run(self, node, fn, args: tuple, kwargs: dict) -> Any:
+        """``fn(*args, **kwargs)``, charged first the tensor work it does (bounds.py)."""
+        real = lambda: fn(*args, **kwargs)          # noqa: E731
+        if self.work is None:
+            return real()
+        _, receiver, name, _ = getattr(fn, "_eqsat_spec", (None, None, None, None))
+        return self.work.run(_text(node), real, _meta_run(fn, args, kwargs), [receiver, args, kwargs], name)
+
     # -- torch, with the device replaced ----------------------------------------------------------
     def _torch_function(self, fn, name):
         device = self.device
@@ -305,6 +354,7 @@ class Reader:
                     kwargs["device"] = device
             return fn(*args, **kwargs)
         call._eqsat_allowed = True
+        call._eqsat_spec = ("torch", None, name, fn)
         return call
 
     def _tensor_method(self, tensor, name, method):
@@ -319,6 +369,7 @@ class Reader:
                     kwargs["device"] = device
             return method(*args, **kwargs)
         call._eqsat_allowed = True
+        call._eqsat_spec = ("method", tensor, name, None)
         return call
 
 
@@ -328,10 +379,64 @@ def _is_wrapper(fn) -> bool:
 
 
 def _allowed(fn):
+    """``fn`` (torch.device, torch.Size), callable from a file; a tensor it is given is iterated
+    only up to MAX_ITEMS rows."""
     def call(*args, **kwargs):
+        for a in args:
+            check_items(a, f"{fn.__name__}()")
         return fn(*args, **kwargs)
     call._eqsat_allowed = True
+    call._eqsat_spec = ("none", None, None, None)
     return call
+
+
+def _text(node: ast.AST) -> str:
+    """The expression's text, shortened, for an error message."""
+    try:
+        return repr(ast.unparse(node)[:60])
+    except RecursionError:
+        return f"a {type(node).__name__} nested too deeply"
+
+
+def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
+    """The call ``fn(*args, **kwargs)`` made on meta tensors instead (a function of the dict of
+    meta tensors made, by the real ones' ids), or None where it does no tensor work."""
+    import torch
+
+    kind, tensor, name, raw = getattr(fn, "_eqsat_spec", ("plain", None, None, fn))
+    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in _NO_WORK_BUILTINS:
+        return None
+    if name == "tolist":
+        check_items(tensor, ".tolist()")
+        return None
+    if kind == "plain" and not any(_is_tensor(v) for v in (*args, *kwargs.values())):
+        return None
+
+    def run_on_meta(made: dict):
+        margs, mkwargs = on_meta(args, made), on_meta(kwargs, made)
+        if "device" in mkwargs:
+            mkwargs["device"] = "meta"
+        with torch.device("meta"):
+            if kind == "torch":
+                if name == "one_hot":
+                    mkwargs["num_classes"] = _one_hot_classes(args, kwargs)
+                return raw(*margs, **mkwargs)
+            if kind == "method":
+                receiver = on_meta(tensor, made)
+                if name in ("cuda", "cpu"):
+                    return receiver.clone()
+                margs = ["meta" if _is_device(a) else a for a in margs]
+                return getattr(receiver, name)(*margs, **mkwargs)
+            return fn(*margs, **mkwargs)
+    return run_on_meta
+
+
+def _one_hot_classes(args: tuple, kwargs: dict) -> int:
+    """The classes ``one_hot(t, num_classes)`` makes: given, or one more than t's largest."""
+    given = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+    if given != -1 or not _is_tensor(args[0]) or not args[0].numel():
+        return given
+    return int(args[0].max()) + 1
 
 
 _FACTORIES = frozenset("randn rand randint zeros ones full arange empty empty_strided tensor "
@@ -371,6 +476,64 @@ def _is_definition_call(fn) -> bool:
 
 
 # -- whole files -------------------------------------------------------------------------------
+MAX_DEPTH = 100        # levels of a file's syntax tree (real repros have under 20)
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """The syntax tree of a repro's text (a leading BOM dropped). A FusionError naming the file
+    and line where it does not parse, or where it nests deeper than :data:`MAX_DEPTH` levels
+    (deeper than Python's parser, compiler or this reader can recurse)."""
+    source = source.lstrip("\ufeff")
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as err:
+        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
+    except (RecursionError, MemoryError):       # Python's parser recursing past its limit
+        raise FusionError("nested too deeply for Python's parser", line=_unparsable_line(source),
+                          filename=filename) from None
+    except ValueError as err:                   # a null byte
+        raise FusionError(f"does not parse: {err}", filename=filename) from None
+    _check_depth(tree, filename)
+    return tree
+
+
+def _check_depth(tree: ast.Module, filename: str) -> None:
+    """A FusionError at the first statement nesting deeper than :data:`MAX_DEPTH` levels."""
+    stack = [(tree, 0, None)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > MAX_DEPTH:
+            raise FusionError(f"nested too deeply (more than {MAX_DEPTH} levels)", line=line,
+                              filename=filename)
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+
+
+def _unparsable_line(source: str) -> int | None:
+    """The first line of the first logical line that Python's parser cannot parse on its own
+    for recursing too deeply (None if none is found)."""
+    lines = source.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    start = None
+    for tok in tokens:
+        if start is None and tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
+                                              tokenize.DEDENT, tokenize.NEWLINE):
+            start = tok.start[0]
+        if tok.type == tokenize.NEWLINE and start is not None:
+            text = "".join(lines[start - 1:tok.end[0]]).lstrip()
+            try:
+                ast.parse(text)
+            except (RecursionError, MemoryError):
+                return start
+            except (SyntaxError, ValueError):
+                pass
+            start = None
+    return None
+
+
 def _is_frontend_import(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Import):
         return all(a.name.split(".")[0] in FRONTENDS + ("torch",) for a in stmt.names)
