@@ -71,12 +71,13 @@ def check_ndigits(ndigits: Any) -> None:
         raise TooMuchWork(f"round to {ndigits} digits: at most {MAX_NDIGITS} either way")
 
 
-def check_items(value: Any, what: str) -> Any:
-    """``value``, where iterating it (``what``) makes at most :data:`MAX_ITEMS` values."""
+def check_items(value: Any, what: str, elements: bool = False) -> Any:
+    """``value``, where iterating it (``what``) makes at most :data:`MAX_ITEMS` values: a
+    tensor's rows (``elements``: its elements, as ``.tolist()`` makes)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        n = value.numel() if what.endswith("tolist()") else (len(value) if value.dim() else 0)
+        n = value.numel() if elements else (len(value) if value.dim() else 0)
         if n > MAX_ITEMS:
             raise TooMuchWork(f"{what} of a tensor would make {n} Python values; at most {MAX_ITEMS}")
     return value
@@ -127,15 +128,15 @@ class TensorWork:
         self.limit = MAX_TENSOR_BYTES if limit is None else limit
         self.spent = 0
 
-    def charge(self, nbytes: int, what: str) -> None:
-        """Adds ``nbytes`` for ``what``; TooMuchWork (and nothing added) past the limit."""
+    def charge(self, nbytes: int) -> None:
+        """Adds ``nbytes``; TooMuchWork (and nothing added) past the limit."""
         if self.spent + nbytes > self.limit:
-            raise TooMuchWork(f"{what} would take {_size(nbytes)} of tensor data, past the "
+            raise TooMuchWork(f"it would take {_size(nbytes)} of tensor data, past the "
                               f"{_size(self.limit)} reading a file may use ({_size(self.spent)} "
                               "so far); read its inputs on the meta device (eqsat check --meta)")
         self.spent += nbytes
 
-    def run(self, what: str, real: Callable[[], Any], meta: Callable[[dict], Any] | None,
+    def run(self, real: Callable[[], Any], meta: Callable[[dict], Any] | None,
             operands: list, name: str | None = None) -> Any:
         """``real()``, charged first what ``meta(made)`` (the same operation on meta tensors,
         ``made`` mapping each real tensor's id to its meta one) allocates and reads of
@@ -150,12 +151,12 @@ class TensorWork:
         try:
             result = meta(made)
         except Exception:                 # no meta kernel, or data-dependent: charged after
-            self.charge(sum(map(_bytes, inputs)), what)
+            self.charge(sum(map(_bytes, inputs)))
             out = real()
             fresh = [t for t in _tensors(out) if not t._is_view() and all(t is not i for i in inputs)]
-            self.charge(sum(t.untyped_storage().nbytes() for t in fresh), what)
+            self.charge(sum(t.untyped_storage().nbytes() for t in fresh))
             return out
-        self.charge(self._cost(result, inputs, made, name or ""), what)
+        self.charge(self._cost(result, inputs, made, name or ""))
         return real()
 
     @staticmethod

@@ -24,6 +24,11 @@ tree and evaluate just that:
 Anything else (another import, a loop, an attribute outside those lists, a call of a function
 the file defines) is refused with its line: :class:`OutsideLanguage`, which says that
 ``trust=True`` (``--trust``) runs the file as Python instead.
+
+What is evaluated is bounded before it runs (:mod:`eqsat.frontend.bounds`: integer sizes,
+Python-level iteration of tensors, the tensor work of the whole read), and a file nesting
+deeper than :data:`MAX_DEPTH` levels is refused (:func:`parse`): a read answers at once or is
+refused with the line, whatever the file holds.
 """
 from __future__ import annotations
 
@@ -98,7 +103,7 @@ def _iterating(fn: Callable) -> Callable:
 BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
                                  "len": len, "abs": abs, "min": _iterating(min), "max": _iterating(max),
                                  "round": _round, "list": _iterating(list), "tuple": _iterating(tuple)}
-_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "min", "max", "list", "tuple"})
+_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "list", "tuple"})
 # floats Python prints as bare names
 NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -322,7 +327,7 @@ class Reader:
                 raise FusionError(f"{_text(node)} gives {problem}")
             return result
         except TooMuchWork as err:
-            raise FusionError(str(err), line=node.lineno, filename=self.filename) from None
+            raise FusionError(f"{_text(node)}: {err}", line=node.lineno, filename=self.filename) from None
         except FusionError as err:
             if err.line is None and err.filename is None:
                 raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
@@ -342,7 +347,7 @@ class Reader:
         if self.work is None:
             return real()
         _, receiver, name, _ = getattr(fn, "_eqsat_spec", (None, None, None, None))
-        return self.work.run(_text(node), real, _meta_run(fn, args, kwargs), [receiver, args, kwargs], name)
+        return self.work.run(real, _meta_run(fn, args, kwargs), [receiver, args, kwargs], name)
 
     # -- torch, with the device replaced ----------------------------------------------------------
     def _torch_function(self, fn, name):
@@ -407,7 +412,7 @@ def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
     if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in _NO_WORK_BUILTINS:
         return None
     if name == "tolist":
-        check_items(tensor, ".tolist()")
+        check_items(tensor, ".tolist()", elements=True)
         return None
     if kind == "plain" and not any(_is_tensor(v) for v in (*args, *kwargs.values())):
         return None
