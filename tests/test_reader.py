@@ -387,3 +387,9 @@ def test_the_tensor_work_of_a_whole_read_is_bounded(monkeypatch):
     views = HEADER + DEFINITION + "\nx = torch.empty(1 << 16)\n" + "\n".join(["y = x.view(-1)"] * 100) + \
         "\ninputs = [x]\n"
     assert eqsat.from_source(views).inputs[0].shape == (1 << 16,)          # views cost nothing
+    # a selection whose size depends on the data cannot run on meta tensors: charged what it
+    # reads before it runs and what it made after
+    selects = HEADER + DEFINITION + "\nx = torch.randn(1 << 16)\n" + "\n".join(["y = x[x > 0]"] * 8) + \
+        "\ninputs = [x]\n"
+    with pytest.raises(eqsat.FusionError, match=r"line 1[0-9]: 'x(\[x > 0\]| > 0)': it would take"):
+        eqsat.from_source(selects)

@@ -150,6 +150,8 @@ class TensorWork:
         made: dict = {}
         try:
             result = meta(made)
+        except TooMuchWork:
+            raise
         except Exception:                 # no meta kernel, or data-dependent: charged after
             self.charge(sum(map(_bytes, inputs)))
             out = real()
