@@ -304,10 +304,11 @@ def test_a_dtype_called_by_name_is_an_error_at_the_users_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("lines, line, what", [
     (["def helper():", "    return torch.randn(3)", "", "inputs = [helper()]"], 12, "helper, a function"),
-    (["def helper():", "    return torch.randn(3)", "", "x = helper()", "inputs = [x]"], 13, "x, bound at line 12"),
+    (["def helper():", "    return torch.randn(3)", "", "x = helper()", "inputs = [x]"], 13,
+     "x, bound at line 12"),
     (["inputs = [torch.randn(3)]", "inputs.append(fd.execute(inputs))"], 10, r"\.execute"),
-    (["def helper():", "    return [torch.randn(3)]", "", "inputs = [torch.randn(3)]", "inputs += helper()"], 13,
-     "helper"),
+    (["def helper():", "    return [torch.randn(3)]", "", "inputs = [torch.randn(3)]",
+      "inputs += helper()"], 13, "helper"),
 ])
 def test_an_inputs_list_the_reader_cannot_evaluate_is_refused_at_its_line(lines, line, what):
     """A statement that binds or changes ``inputs`` is never skipped as one about running the
@@ -345,7 +346,8 @@ def test_deep_nesting_is_an_error_at_its_line_for_every_entry_point(tmp_path, ca
 
 @pytest.mark.parametrize("statements, line, message", [
     (["x = (10 ** 65536) ** 65536"], 9, "up to 262144 bits"),
-    (["x = 10 ** 1000"] + ["x = x * x"] * 20, 10, r"'x \* x': its result would be an integer of up to 6644 bits"),
+    (["x = 10 ** 1000"] + ["x = x * x"] * 20, 10,
+     r"'x \* x': its result would be an integer of up to 6644 bits"),
     (["x = round(1, -10 ** 18)"], 9, "round to -1000000000000000000 digits"),
     (["x = 1 << 10 ** 6"], 9, "up to 1000001 bits"),
     (["x = " + "9" * 1300], 9, "an integer of 4319 bits"),
@@ -381,7 +383,7 @@ def test_the_tensor_work_of_a_whole_read_is_bounded(monkeypatch):
     monkeypatch.setattr(bounds, "MAX_TENSOR_BYTES", 1 << 20)
     text = HEADER + DEFINITION + "\nx = torch.empty(1 << 16)\n" + "\n".join(["y = x.uniform_()"] * 8) + \
         "\ninputs = [x]\n"
-    with pytest.raises(eqsat.FusionError, match="line 13: .*uniform_.* past the 1.0 MiB reading a file may use"):
+    with pytest.raises(eqsat.FusionError, match="line 13: .*uniform_.* past the 1.0 MiB reading a file"):
         eqsat.from_source(text)
     assert eqsat.from_source(text, device="meta").inputs[0].shape == (1 << 16,)
     views = HEADER + DEFINITION + "\nx = torch.empty(1 << 16)\n" + "\n".join(["y = x.view(-1)"] * 100) + \
