@@ -144,12 +144,14 @@ def _check_cmd(args) -> int:
 
 
 def _show(args) -> int:
-    repro = from_file(args.file, inputs=args.run, trust=args.trust)
+    # --run runs the file's inputs: a file without them is an error, as for optimize and check
+    repro = _load_with_inputs(args.file, None, args.trust) if args.run else \
+        from_file(args.file, inputs=False, trust=args.trust)
     print(repro.fusion)
     if args.source:
         print()
         print(fusion_source(repro.fusion, args.style))
-    if args.run and repro.inputs is not None:
+    if args.run:
         for i, out in enumerate(run_fusion(repro.fusion, repro.inputs, seed=0)):
             print(f"output {i}: {out.dtype} {tuple(out.shape)}")
     return 0

@@ -111,3 +111,13 @@ def test_a_definition_without_outputs_is_an_error_at_its_line(tmp_path, capsys):
         eqsat.from_file(path)
     assert main(["show", str(path)]) == 2
     assert f"{path}:line 4: the definition has no outputs" in capsys.readouterr().err
+
+
+def test_show_run_without_an_inputs_list_says_so(tmp_path, capsys):
+    """``eqsat show --run`` on a file with no ``inputs`` runs nothing: an error, as optimize's."""
+    path = tmp_path / "repro.py"
+    path.write_text(REPRO)
+    assert main(["show", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["show", "--run", str(path)]) == 2
+    assert f"{path}: the file has no `inputs = [...]` list" in capsys.readouterr().err
