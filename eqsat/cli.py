@@ -55,12 +55,17 @@ def _demo(args) -> int:
 
 
 def _load_with_inputs(path, device, trust=False):
-    from eqsat.errors import FusionError               # deferred: keeps --help fast
+    """The repro file at ``path`` with its inputs, checked against its definition (an error
+    names the file)."""
+    from eqsat.errors import FusionError, naming_file  # deferred: keeps --help fast
     from eqsat.frontend.ingest import from_file         # deferred: torch loads slowly
+    from eqsat.reference.inputs import check_inputs     # deferred: as above
 
     repro = from_file(path, device=device, trust=trust)
     if repro.inputs is None:
         raise FusionError("the file has no `inputs = [...]` list", filename=path)
+    with naming_file(path):
+        check_inputs(repro.fusion, repro.inputs)
     return repro
 
 
@@ -199,9 +204,11 @@ def _show(args) -> int:
     from eqsat.lowering.source import fusion_source     # deferred: as above
     from eqsat.reference.torch_executor import run_fusion   # deferred: as above
 
-    repro = from_file(args.file, inputs=args.run, trust=args.trust, device="cpu")   # torch runs on CPU
+    # --run runs the file's inputs (on the CPU): a file without them is an error, as for check
+    repro = _load_with_inputs(args.file, "cpu", args.trust) if args.run else \
+        from_file(args.file, inputs=False, trust=args.trust)
     ran = None
-    if args.run and repro.inputs is not None:
+    if args.run:
         ran = [{"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}
                for out in run_fusion(repro.fusion, repro.inputs, seed=0)]
     if args.json:
@@ -218,8 +225,6 @@ def _show(args) -> int:
         print(fusion_source(repro.fusion, args.style))
     for i, out in enumerate(ran or ()):
         print(f"output {i}: {out['dtype']} {tuple(out['shape'])}")
-    if args.run and repro.inputs is None:
-        print("not run: the file has no `inputs = [...]` list")
     return 0
 
 
@@ -420,11 +425,12 @@ def main(argv=None) -> int:
             if linked.setdefault(b, f) != f:
                 pair.error(f"argument --link: backward input {b} is linked to forward inputs "
                            f"{linked[b]} and {f}")
-    from eqsat.errors import FusionError                # deferred: after parsing, so --help stays fast
+    from eqsat.errors import FusionError, naming_file   # deferred: after parsing, so --help stays fast
 
     try:
-        status = args.handler(args)
-        sys.stdout.flush()              # a closed pipe shows here, not at the interpreter's exit
+        with naming_file(getattr(args, "file", None)):      # every error about a file names it
+            status = args.handler(args)
+            sys.stdout.flush()          # a closed pipe shows here, not at the interpreter's exit
         return status
     except FusionError as err:
         print(f"eqsat {args.command}: error: {err}" if args.command == "pair" else f"eqsat: {err}",

@@ -1,6 +1,9 @@
 """The one error type that the project raises for bad input."""
 from __future__ import annotations
 
+import contextlib
+import copy
+
 
 class FusionError(Exception):
     """A fusion definition, repro file or input list that eqsat cannot accept.
@@ -24,3 +27,24 @@ class FusionError(Exception):
         if op:
             prefix = f"{prefix}: {op}" if prefix else op
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+    def in_file(self, filename: str | None) -> "FusionError":
+        """This error naming ``filename``, where it names no file yet (else itself)."""
+        if self.filename is not None or filename is None:
+            return self
+        err = copy.copy(self)
+        FusionError.__init__(err, self.message, line=self.line, op=self.op, filename=filename)
+        return err
+
+
+@contextlib.contextmanager
+def naming_file(filename: str | None):
+    """Inside, a FusionError that names no file is raised again naming ``filename`` (None:
+    as it is)."""
+    try:
+        yield
+    except FusionError as err:
+        named = err.in_file(filename)
+        if named is err:
+            raise
+        raise named from None

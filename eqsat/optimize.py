@@ -18,7 +18,7 @@ from eqsat.egraph.decode import lower_terms
 from eqsat.egraph.recompute import copy_chains, with_recomputed, written_copies
 from eqsat.egraph.encode import encode
 from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session, prepare, select_rules
-from eqsat.frontend.ingest import ingest, ingest_with_inputs
+from eqsat.frontend.ingest import ingest, ingest_with_inputs, source_file
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.ir.layout import alias_output_sources
@@ -32,7 +32,7 @@ from eqsat.verification.verify import Verification, check_verifiable
 from eqsat.verification.verify import verify as verify_on_gpu
 
 from .defaults import DEADLINE_S, MIN_GAIN
-from .errors import FusionError
+from .errors import FusionError, naming_file
 from .extract import SEARCH_BUDGET, dump, extract, to_term_graph
 from .rules import RULES
 
@@ -316,7 +316,8 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
     else:
         fusion = ingest(definition)
     prof = load_profile(profile)
-    concrete = concrete_extents(fusion, inputs, extents, default_extent)
+    with naming_file(source_file(definition)):        # a repro file's inputs: errors name it
+        concrete = concrete_extents(fusion, inputs, extents, default_extent)
     if verify:
         check_verifiable(inputs)
         runner = runner or NvFuserRunner(prefer=fusion.frontend)

@@ -15,25 +15,34 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from eqsat.errors import FusionError
+from eqsat.errors import FusionError, naming_file
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 
-from .reader import about_running, read_inputs, run_definition
+from .reader import about_running, parse, read_inputs, run_definition
 from .recorder import FusionDefinition, caller_line
 
 
 class _DataTypeNames:
-    """``DataType`` as repro text sees it: a misspelled name is a FusionError at its line."""
+    """``DataType`` as repro text sees it: ``DataType.X`` is a dtype; a misspelled name, or a
+    call (``DataType('Float')``, no dtype in nvFuser), is a FusionError at the user's line."""
 
     def __getattr__(self, name: str) -> DataType:
+        if name.startswith("_"):
+            raise AttributeError(name)
         if name in DataType.__members__:
             return DataType[name]
         raise FusionError(f"unknown dtype DataType.{name}; expected one of "
                           f"{', '.join(DataType.__members__)}", line=caller_line())
 
-    def __call__(self, *args):
-        return DataType(*args)
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], DataType):
+            return args[0]
+        written = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        name = args[0] if len(args) == 1 and args[0] in DataType.__members__ else None
+        spelled = f"DataType.{name}" if name else \
+            f"DataType.<name> (one of {', '.join(DataType.__members__)})"
+        raise FusionError(f"DataType({written}) is not a dtype: write {spelled}", line=caller_line())
 
 
 @dataclass
@@ -139,12 +148,7 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     definition function). ``inputs=False`` skips building the ``inputs`` list; ``device``
     (e.g. ``"meta"``) builds it on another device than the one the file names.
     """
-    try:
-        tree = ast.parse(source.lstrip("\ufeff"), filename=filename)
-    except SyntaxError as err:
-        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
-    except (ValueError, RecursionError, MemoryError) as err:
-        raise FusionError(f"does not parse: {type(err).__name__}: {err}", filename=filename) from None
+    tree = parse(source, filename)
     if function is not None:
         matches = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == function]
         if not matches:
@@ -161,14 +165,28 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
     try:
         with fd:
             define(fd)
+        with naming_file(filename):
+            fusion = _recorded(fd, definition)
     except FusionError as err:
-        if err.filename is None:
-            err = FusionError(err.message, line=err.line, op=err.op, filename=filename)
-        raise err from None
+        named = err.in_file(filename)
+        if named is err:
+            raise
+        raise named from None
     except (Exception, SystemExit) as err:
         raise FusionError(f"the definition raised {type(err).__name__}: {err}",
                           line=_traceback_line(err, filename), filename=filename) from err
-    return Repro(fd.fusion, found, source, filename, definition.name, definition)
+    return Repro(fusion, found, source, filename, definition.name, definition)
+
+
+def _recorded(fd: FusionDefinition, definition: ast.FunctionDef) -> Fusion:
+    """The fusion ``fd`` recorded; an error about the whole definition (it has no outputs) is at
+    its ``def`` line."""
+    try:
+        return fd.fusion
+    except FusionError as err:
+        if err.line is not None:
+            raise
+        raise FusionError(err.message, line=definition.lineno, op=err.op) from None
 
 
 def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, inputs: bool,
@@ -247,23 +265,27 @@ def is_nvfuser_definition(obj: Any) -> bool:
     return type(obj).__name__ == "FusionDefinition" and mod.split(".")[0] in FRONTENDS
 
 
-def is_repro_path(definition: Any) -> bool:
-    """Is ``definition`` a path to a repro file (a PathLike, or a one-line string ending .py)?"""
-    return isinstance(definition, os.PathLike) or (isinstance(definition, str) and "\n" not in definition
-                                                   and definition.endswith(".py"))
-
-
 def ingest_with_inputs(definition: Any, device: str = "meta", **kwargs) -> tuple[Fusion, list | None]:
     """:func:`ingest`, and for a repro file or repro text its ``inputs`` list, built on
     ``device`` (the meta device by default: shapes, dtypes and strides, no values); None where
     it has none, or for the other forms."""
-    if is_repro_path(definition):
+    if source_file(definition) is not None:
         repro = from_file(definition, device=device, **kwargs)
     elif isinstance(definition, str):
         repro = from_source(definition, device=device, **kwargs)
     else:
         return ingest(definition, **kwargs), None
     return repro.fusion, repro.inputs
+
+
+def source_file(definition: Any) -> str | None:
+    """The path :func:`ingest` reads ``definition`` from (a path object, or a one-line string
+    ending in ``.py``); None for any other form."""
+    if isinstance(definition, os.PathLike):
+        return os.fspath(definition)
+    if isinstance(definition, str) and "\n" not in definition and definition.endswith(".py"):
+        return definition
+    return None
 
 
 def ingest(definition: Any, **kwargs) -> Fusion:
@@ -275,7 +297,7 @@ def ingest(definition: Any, **kwargs) -> Fusion:
         return definition.fusion
     if is_nvfuser_definition(definition):
         return from_nvfuser(definition)
-    if is_repro_path(definition):
+    if source_file(definition) is not None:
         return from_file(definition, inputs=False, **kwargs).fusion
     if isinstance(definition, str):
         return from_source(definition, inputs=False, **kwargs).fusion

@@ -7,11 +7,13 @@ tensor constructors. :func:`read_inputs` and :func:`run_definition` walk the fil
 tree and evaluate just that:
 
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
-  and on values it returned, ``fd.add_output(...)``; expressions of literals, names bound
-  before, lists and tuples, ``DataType.X``, ``float("inf")``-style constants, arithmetic;
-  the bare names ``nan`` and ``inf``, not bound by the file, are those floats (Python prints
-  them so: a capture that formats a tensor's statistics with ``f"{x:.4g}"`` writes ``nan``
-  where the tensor held non-finite values);
+  and on values it returned, ``fd.add_output(...)``; of ``fd``'s attributes only the recording
+  calls nvFuser's FusionDefinition has (``ops``, ``define_*``, ``add_output``,
+  ``from_pytorch``: :data:`eqsat.frontend.nvfuser_ops.RECORDING_CALLS`), never ``fd.execute``;
+  expressions of literals, names bound before, lists and tuples, ``DataType.X``,
+  ``float("inf")``-style constants, arithmetic; the bare names ``nan`` and ``inf``, not bound
+  by the file, are those floats (Python prints them so: a capture that formats a tensor's
+  statistics with ``f"{x:.4g}"`` writes ``nan`` where the tensor held non-finite values);
 - at the top level: ``import torch``, imports of ``nvfuser``/``nvfuser_direct`` (also inside
   ``try``/``except ImportError``), ``torch.manual_seed(n)``, names bound to input expressions,
   ``inputs = [...]``; ``with FusionDefinition() as fd: ...`` and ``fd.execute(...)`` are skipped;
@@ -22,12 +24,19 @@ tree and evaluate just that:
 Anything else (another import, a loop, an attribute outside those lists, a call of a function
 the file defines) is refused with its line: :class:`OutsideLanguage`, which says that
 ``trust=True`` (``--trust``) runs the file as Python instead.
+
+What is evaluated is bounded before it runs (:mod:`eqsat.frontend.bounds`: integer sizes,
+Python-level iteration of tensors, the tensor work of the whole read), and a file nesting
+deeper than :data:`MAX_DEPTH` levels is refused (:func:`parse`): a read answers at once or is
+refused with the line, whatever the file holds.
 """
 from __future__ import annotations
 
 import ast
 import builtins
+import io
 import operator
+import tokenize
 import types
 from typing import Any, Callable
 
@@ -35,6 +44,9 @@ from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
+from .bounds import (NO_WORK, TensorWork, TooMuchWork, check_items, check_ndigits, int_op_problem,
+                     int_problem, on_meta)
+from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
 
 TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
@@ -71,9 +83,27 @@ TENSOR_METHODS = frozenset("""
     new_full size stride dim numel element_size storage_offset item tolist
     shape dtype T mT ndim device is_contiguous
 """.split())
+
+
+def _round(number, ndigits=None):
+    check_ndigits(ndigits)
+    return round(number, ndigits)
+
+
+def _iterating(fn: Callable) -> Callable:
+    """``fn`` (list, tuple, min, max), iterating a tensor it is given only up to MAX_ITEMS rows."""
+    def call(*args, **kwargs):
+        if len(args) == 1:
+            check_items(args[0], f"{fn.__name__}()")
+        return fn(*args, **kwargs)
+    call.__name__ = fn.__name__
+    return call
+
+
 BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
-                                 "len": len, "abs": abs, "min": min, "max": max, "round": round,
-                                 "list": list, "tuple": tuple}
+                                 "len": len, "abs": abs, "min": _iterating(min), "max": _iterating(max),
+                                 "round": _round, "list": _iterating(list), "tuple": _iterating(tuple)}
+_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "list", "tuple"})
 # floats Python prints as bare names
 NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -84,7 +114,7 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.i
           ast.Not: operator.not_}
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_MAX_POWER = 1 << 16          # an integer exponent beyond this is a way to exhaust memory
+_INT_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Pow: "pow", ast.LShift: "lshift"}
 
 
 class _Namespace:
@@ -108,12 +138,17 @@ def _torch_namespace():
 
 class Reader:
     """Evaluates the repro language over ``names``; ``device`` (say ``"meta"``) replaces the
-    device of every tensor the inputs make."""
+    device of every tensor the inputs make. ``fd``, where given, is the definition's
+    FusionDefinition: of its attributes only the recording calls nvFuser's has may be used."""
 
-    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None):
+    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None,
+                 fd: Any = None):
         self.filename = filename
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
+        self.fd = fd
+        # tensor work is charged where tensors are made on a device that computes (bounds.py)
+        self.work = TensorWork() if device != "meta" else None
         self._unpacking: int | None = None       # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
@@ -168,6 +203,9 @@ class Reader:
     def _Constant(self, node):
         if not isinstance(node.value, (int, float, complex, bool, str, type(None))):
             raise self.refuse(node, f"the constant {node.value!r}")
+        problem = int_problem(node.value)
+        if problem is not None:
+            raise FusionError(problem, line=node.lineno, filename=self.filename)
         return node.value
 
     def _Name(self, node):
@@ -197,8 +235,9 @@ class Reader:
         left, right = self.eval(node.left), self.eval(node.right)
         if any(isinstance(v, (list, tuple, str)) for v in (left, right)):
             raise self.refuse(node, "arithmetic on a list or string")
-        if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, int) and abs(right) > _MAX_POWER:
-            raise self.refuse(node, f"an exponent or shift of {right}")
+        problem = int_op_problem(_INT_OPS.get(type(node.op), ""), left, right)
+        if problem is not None:
+            raise FusionError(f"{_text(node)}: {problem}", line=node.lineno, filename=self.filename)
         return self._apply(node, _BINARY.get(type(node.op)), left, right)
 
     def _apply(self, node, fn, *args):
@@ -237,6 +276,10 @@ class Reader:
                 else value
         if name.startswith("_"):
             raise self.refuse(node, f"the attribute {name}")
+        if self.fd is not None and base is self.fd and name not in ANY_RECORDING_CALL:
+            raise FusionError("not a recording call: reading a file records its definition "
+                              "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
+                              line=node.lineno, op=f"fd.{name}", filename=self.filename)
         if _is_tensor(base):
             if name not in TENSOR_METHODS:
                 raise self.refuse(node, f"the tensor attribute .{name}")
@@ -252,7 +295,7 @@ class Reader:
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
-                args.extend(self.eval(a.value))
+                args.extend(self._unpacked(a))
             else:
                 args.append(self.eval(a))
         kwargs = {}
@@ -260,7 +303,7 @@ class Reader:
             if k.arg is None:
                 raise self.refuse(k.value, "**keyword arguments")
             kwargs[k.arg] = self.eval(k.value)
-        if not (fn in BUILTINS.values() or getattr(fn, "_eqsat_allowed", False) or _is_definition_call(fn)):
+        if not (fn in BUILTINS.values() or _is_wrapper(fn) or _is_definition_call(fn)):
             raise self.refuse(node, f"a call of {ast.unparse(node.func)[:60]}")
         token = OPAQUE_OUTPUTS.set(unpacking)
         try:
@@ -268,10 +311,23 @@ class Reader:
         finally:
             OPAQUE_OUTPUTS.reset(token)
 
+    def _unpacked(self, node: ast.Starred) -> Any:
+        value = self.eval(node.value)
+        try:
+            return check_items(value, "unpacking (*)")
+        except TooMuchWork as err:
+            raise FusionError(str(err), line=node.lineno, filename=self.filename) from None
+
     def _guarded(self, node, fn, *args, **kwargs):
         token = SOURCE_LINE.set(node.lineno)
         try:
-            return fn(*args, **kwargs)
+            result = self._run(node, fn, args, kwargs)
+            problem = int_problem(result)
+            if problem is not None:
+                raise FusionError(f"{_text(node)} gives {problem}")
+            return result
+        except TooMuchWork as err:
+            raise FusionError(f"{_text(node)}: {err}", line=node.lineno, filename=self.filename) from None
         except FusionError as err:
             if err.line is None and err.filename is None:
                 raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
@@ -285,6 +341,14 @@ class Reader:
         finally:
             SOURCE_LINE.reset(token)
 
+    def _run(self, node, fn, args: tuple, kwargs: dict) -> Any:
+        """``fn(*args, **kwargs)``, charged first the tensor work it does (bounds.py)."""
+        real = lambda: fn(*args, **kwargs)          # noqa: E731
+        if self.work is None:
+            return real()
+        _, receiver, name, _ = getattr(fn, "_eqsat_spec", (None, None, None, None))
+        return self.work.run(real, _meta_run(fn, args, kwargs), [receiver, args, kwargs], name)
+
     # -- torch, with the device replaced ----------------------------------------------------------
     def _torch_function(self, fn, name):
         device = self.device
@@ -295,6 +359,7 @@ class Reader:
                     kwargs["device"] = device
             return fn(*args, **kwargs)
         call._eqsat_allowed = True
+        call._eqsat_spec = ("torch", None, name, fn)
         return call
 
     def _tensor_method(self, tensor, name, method):
@@ -309,14 +374,74 @@ class Reader:
                     kwargs["device"] = device
             return method(*args, **kwargs)
         call._eqsat_allowed = True
+        call._eqsat_spec = ("method", tensor, name, None)
         return call
 
 
+def _is_wrapper(fn) -> bool:
+    """One of the reader's own wrappers of a torch function or tensor method."""
+    return isinstance(fn, types.FunctionType) and getattr(fn, "_eqsat_allowed", False)
+
+
 def _allowed(fn):
+    """``fn`` (torch.device, torch.Size), callable from a file; a tensor it is given is iterated
+    only up to MAX_ITEMS rows."""
     def call(*args, **kwargs):
+        for a in args:
+            check_items(a, f"{fn.__name__}()")
         return fn(*args, **kwargs)
     call._eqsat_allowed = True
+    call._eqsat_spec = ("none", None, None, None)
     return call
+
+
+def _text(node: ast.AST) -> str:
+    """The expression's text, shortened, for an error message."""
+    try:
+        return repr(ast.unparse(node)[:60])
+    except RecursionError:
+        return f"a {type(node).__name__} nested too deeply"
+
+
+def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
+    """The call ``fn(*args, **kwargs)`` made on meta tensors instead (a function of the dict of
+    meta tensors made, by the real ones' ids), or None where it does no tensor work."""
+    import torch
+
+    kind, tensor, name, raw = getattr(fn, "_eqsat_spec", ("plain", None, None, fn))
+    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in _NO_WORK_BUILTINS:
+        return None
+    if name == "tolist":
+        check_items(tensor, ".tolist()", elements=True)
+        return None
+    if kind == "plain" and not any(_is_tensor(v) for v in (*args, *kwargs.values())):
+        return None
+
+    def run_on_meta(made: dict):
+        margs, mkwargs = on_meta(args, made), on_meta(kwargs, made)
+        if "device" in mkwargs:
+            mkwargs["device"] = "meta"
+        with torch.device("meta"):
+            if kind == "torch":
+                if name == "one_hot":
+                    mkwargs["num_classes"] = _one_hot_classes(args, kwargs)
+                return raw(*margs, **mkwargs)
+            if kind == "method":
+                receiver = on_meta(tensor, made)
+                if name in ("cuda", "cpu"):
+                    return receiver.clone()
+                margs = ["meta" if _is_device(a) else a for a in margs]
+                return getattr(receiver, name)(*margs, **mkwargs)
+            return fn(*margs, **mkwargs)
+    return run_on_meta
+
+
+def _one_hot_classes(args: tuple, kwargs: dict) -> int:
+    """The classes ``one_hot(t, num_classes)`` makes: given, or one more than t's largest."""
+    given = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+    if given != -1 or not _is_tensor(args[0]) or not args[0].numel():
+        return given
+    return int(args[0].max()) + 1
 
 
 _FACTORIES = frozenset("randn rand randint zeros ones full arange empty empty_strided tensor "
@@ -356,6 +481,64 @@ def _is_definition_call(fn) -> bool:
 
 
 # -- whole files -------------------------------------------------------------------------------
+MAX_DEPTH = 100        # levels of a file's syntax tree (real repros have under 20)
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """The syntax tree of a repro's text (a leading BOM dropped). A FusionError naming the file
+    and line where it does not parse, or where it nests deeper than :data:`MAX_DEPTH` levels
+    (deeper than Python's parser, compiler or this reader can recurse)."""
+    source = source.lstrip("\ufeff")
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as err:
+        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
+    except (RecursionError, MemoryError):       # Python's parser recursing past its limit
+        raise FusionError("nested too deeply for Python's parser", line=_unparsable_line(source),
+                          filename=filename) from None
+    except ValueError as err:                   # a null byte
+        raise FusionError(f"does not parse: {err}", filename=filename) from None
+    _check_depth(tree, filename)
+    return tree
+
+
+def _check_depth(tree: ast.Module, filename: str) -> None:
+    """A FusionError at the first statement nesting deeper than :data:`MAX_DEPTH` levels."""
+    stack = [(tree, 0, None)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > MAX_DEPTH:
+            raise FusionError(f"nested too deeply (more than {MAX_DEPTH} levels)", line=line,
+                              filename=filename)
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+
+
+def _unparsable_line(source: str) -> int | None:
+    """The first line of the first logical line that Python's parser cannot parse on its own
+    for recursing too deeply (None if none is found)."""
+    lines = source.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    start = None
+    for tok in tokens:
+        if start is None and tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
+                                              tokenize.DEDENT, tokenize.NEWLINE):
+            start = tok.start[0]
+        if tok.type == tokenize.NEWLINE and start is not None:
+            text = "".join(lines[start - 1:tok.end[0]]).lstrip()
+            try:
+                ast.parse(text)
+            except (RecursionError, MemoryError):
+                return start
+            except (SyntaxError, ValueError):
+                pass
+            start = None
+    return None
+
+
 def _is_frontend_import(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Import):
         return all(a.name.split(".")[0] in FRONTENDS + ("torch",) for a in stmt.names)
@@ -367,42 +550,69 @@ def _is_frontend_import(stmt: ast.stmt) -> bool:
     return False
 
 
-def about_running(stmt: ast.stmt, names: set[str]) -> bool:
+RUNNING_CALLS = ("execute", "validate", "manual_execute")
+
+
+def about_running(stmt: ast.stmt, names: set[str] | dict[str, str]) -> bool:
     """A statement about running the definition (it names ``FusionDefinition``, one of
     ``names``, or calls ``.execute``/``.validate``), which reading skips."""
+    return _running_part(stmt, names) is not None
+
+
+def _running_part(stmt: ast.stmt, names: set[str] | dict[str, str]) -> str | None:
+    """What makes ``stmt`` a statement about running the definition (see :func:`about_running`),
+    in the user's terms; None where nothing does. ``names`` may map each name to what it is."""
     for node in ast.walk(stmt):
         if isinstance(node, ast.Name) and (node.id in names or node.id == "FusionDefinition"):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in ("execute", "validate", "manual_execute"):
+            what = names.get(node.id) if isinstance(names, dict) else None
+            return f"{node.id}, {what}" if what else node.id
+        if isinstance(node, ast.Attribute) and node.attr in RUNNING_CALLS:
+            return f".{node.attr}, which runs the fusion"
+    return None
+
+
+def _changes_inputs(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` binds or changes ``inputs`` (an assignment to it or into it, or a call of
+    one of its methods)."""
+    for node in ast.walk(stmt):
+        target = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node
+        changed = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or \
+            isinstance(node, ast.Attribute)
+        if isinstance(target, ast.Name) and target.id == "inputs" and changed:
             return True
     return False
 
 
 def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
                 device: str | None = None) -> list | None:
-    """The file's ``inputs`` list, evaluated in the repro language (None if it has none)."""
+    """The file's ``inputs`` list, evaluated in the repro language (None if it has none).
+    Statements about running the fusion are skipped, but for one that binds or changes
+    ``inputs``: that is refused with its line and what reading could not evaluate."""
     reader = Reader(filename, {"torch": _torch_namespace()}, device)
-    skipped = {definition.name}
+    skipped = {definition.name: "the definition function"}
     for stmt in tree.body:
         if stmt is definition or _is_frontend_import(stmt):
             continue
         if isinstance(stmt, ast.FunctionDef):
-            skipped.add(stmt.name)          # never called: a call of it is refused below
+            skipped[stmt.name] = "a function this file defines, which reading never calls"
             reader.names[stmt.name] = _Skip()
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue                        # a docstring
-        if isinstance(stmt, ast.With) and about_running(stmt, skipped):
+        running = _running_part(stmt, skipped)
+        if running is not None and _changes_inputs(stmt):
+            raise reader.refuse(stmt, f"`inputs` here uses {running}")
+        if isinstance(stmt, ast.With) and running is not None:
             for item in stmt.items:
                 if isinstance(item.optional_vars, ast.Name):
-                    skipped.add(item.optional_vars.id)
+                    skipped[item.optional_vars.id] = "the FusionDefinition of a with statement reading skips"
             continue
-        if about_running(stmt, skipped):
+        if running is not None:
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name):
-                            skipped.add(n.id)
+                            skipped[n.id] = f"bound at line {stmt.lineno} by a statement reading skips"
             continue
         if isinstance(stmt, ast.Assign):
             reader.assign(stmt, reader.eval(stmt.value))
@@ -431,4 +641,4 @@ def run_definition(definition: ast.FunctionDef, fd: Any, datatype: Any, filename
     if definition.decorator_list:
         raise Reader(filename).refuse(definition.decorator_list[0], "a decorator on the definition")
     names = {params[0]: fd, "DataType": datatype}
-    Reader(filename, names).run_body(definition.body)
+    Reader(filename, names, fd=fd).run_body(definition.body)

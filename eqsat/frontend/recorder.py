@@ -29,6 +29,8 @@ from eqsat.ir.operators import Operators
 from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, OpSpec, bind_call
 from eqsat.reference.torch_executor import run_fusion
 
+from .nvfuser_ops import unknown_op
+
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,14 +101,16 @@ _HANDLES = {TENSOR: Tensor, SCALAR: Scalar, VECTOR: Vector}
 
 
 class _Ops:
-    """``fd.ops``: every attribute is an op; unknown names record opaque nodes (of one tensor
-    output, or, read from a file, of as many as the names the call is unpacked into)."""
+    """``fd.ops``: every attribute is an op. A call of one that nvFuser's frontend (the
+    definition's; either where it has none) lacks is a FusionError at its line; one nvFuser has
+    that eqsat does not model records an opaque node (of one tensor output, or, read from a
+    file, of as many as the names the call is unpacked into)."""
 
     def __init__(self, fd: "FusionDefinition"):
         self._fd = fd
 
     def __getattr__(self, name: str):
-        if name.startswith("__"):
+        if name.startswith("_"):             # no op of nvFuser's is private
             raise AttributeError(name)
 
         def op(*args, **kwargs):
@@ -209,6 +213,9 @@ class FusionDefinition:
         line = caller_line()
         label = f"fd.ops.{name}"
         self._check_open(label, line)
+        problem = unknown_op(name, self.frontend)
+        if problem is not None:
+            self._fail(problem, label, line)
         spec, count = OPS.get(name), OPAQUE_OUTPUTS.get()
         if spec is not None and spec.more_is_opaque and (len(args) > len(spec.params)
                                                          or set(kwargs) - set(spec.params)):

@@ -1,0 +1,14 @@
+# attacks the reader's work (issue 36 item 6): iterating a 10**7-row tensor in Python (list(t)) took
+# tens of seconds and GBs; must: refused at once at its line, exit 2
+# expect-exit: 2
+# expect-error: iterate_tensor.py:line 14: 'list(torch.zeros(10 ** 7))': list() of a tensor
+import torch
+from nvfuser import FusionDefinition, DataType
+
+
+def nvfuser_fusion_id0(fd : FusionDefinition) -> None :
+    T0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float, is_cpu=False)
+    T1 = fd.ops.mul(T0, 2.0)
+    fd.add_output(T1)
+
+inputs = [torch.randn(4), list(torch.zeros(10 ** 7))]
