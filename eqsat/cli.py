@@ -312,7 +312,7 @@ def main(argv=None) -> int:
                                               "floats and integers near their limits among them "
                                               "(torch executor)")
     ver.add_argument("names", nargs="*", help="rules to verify (default: all)")
-    ver.add_argument("--cases", type=_positive, default=60, help="cases per rule (default 60)")
+    ver.add_argument("--cases", type=_positive, default=100, help="cases per rule (default 100)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
     for command in (opt, chk):
