@@ -49,7 +49,8 @@ EXTREMA = [(op, red, dtype) for dtype in (DataType.Int32, DataType.Int, DataType
 def test_a_max_or_min_of_an_integer_plus_a_float_constant_over_an_empty_axis(op, red, x_dtype):
     """max_k(x_int[i,k] + y_float[i,j]) over an empty k is max of nothing in Float, -inf; the
     rewrite to max_k(x)[i] + y[i,j] gave Int32's INT_MIN plus y, a finite number."""
-    big = [torch.empty(1024, 1024, dtype=TORCH[x_dtype], device="meta"), torch.empty(1024, 256, device="meta")]
+    big = [torch.empty(1024, 1024, dtype=TORCH[x_dtype], device="meta"),
+           torch.empty(1024, 256, device="meta")]
     opt = eqsat.optimize_fusion(_extremum_of(op, red, x_dtype), big, min_gain=0)
     y = torch.tensor([[1.5, -2.0]])
     for k in (0, 1, 3):
@@ -60,7 +61,7 @@ def test_a_max_or_min_of_an_integer_plus_a_float_constant_over_an_empty_axis(op,
 
 def test_the_same_max_of_floats_is_still_rewritten():
     big = [torch.empty(1024, 1024, device="meta"), torch.empty(1024, 256, device="meta")]
-    opt = eqsat.optimize_fusion(_extremum_of("add", "max", DataType.Float), big, min_gain=0)
+    opt = eqsat.optimize_fusion(_extremum_of("add", "max", DataType.Float), big, min_gain=0, deadline_s=None)
     assert "max-of-sum-with-constant" in opt.report.rules
     x, y = torch.zeros(1, 0), torch.tensor([[1.5, -2.0]])
     assert torch.equal(eqsat.run_fusion(opt.fusion, [x, y], strict=True)[0],
@@ -87,7 +88,8 @@ def test_a_max_of_values_at_least_0_over_an_empty_axis_is_not_taken_as_at_least_
     """Over an empty l, max_l(relu(w)) is INT_MIN (Int32) or -inf: max-of-product-with-
     nonnegative-constant flipped the sign of every result (+2147483648 given, -2147483648
     optimized, every input finite)."""
-    big = [torch.empty(1024, 1024, device="meta"), torch.empty(1024, 1024, 64, dtype=TORCH[w_dtype], device="meta")]
+    big = [torch.empty(1024, 1024, device="meta"),
+           torch.empty(1024, 1024, 64, dtype=TORCH[w_dtype], device="meta")]
     opt = eqsat.optimize_fusion(_max_times_max_of_relu(w_dtype), big, min_gain=0)
     x = torch.tensor([[-1.0, 1.0]])
     for l in (0, 2):
@@ -102,7 +104,7 @@ def test_a_max_of_values_at_least_0_over_an_empty_axis_is_not_taken_as_at_least_
 def test_over_an_axis_of_static_extent_the_max_of_values_at_least_0_is_still_at_least_0():
     """Where the definition fixes the extent (64), the axis is never empty: the rewrite is made."""
     big = [torch.empty(1024, 1024, device="meta"), torch.empty(1024, 1024, 64, device="meta")]
-    opt = eqsat.optimize_fusion(_max_times_max_of_relu(DataType.Float, 64), big, min_gain=0)
+    opt = eqsat.optimize_fusion(_max_times_max_of_relu(DataType.Float, 64), big, min_gain=0, deadline_s=None)
     assert "max-of-product-with-nonnegative-constant" in opt.report.rules
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(3, 4, generator=g), torch.randn(3, 2, 64, generator=g)
