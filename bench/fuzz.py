@@ -94,7 +94,7 @@ class _Runner:
         self.proc.kill()
         self.proc.join()
         code, self.proc = self.proc.exitcode, None
-        what = f"no answer in {self.timeout:.0f} s" if hung else f"the worker died (exit status {code})"
+        what = f"no answer in {self.timeout:g} s" if hung else f"the worker died (exit status {code})"
         case = _case(seed, self.args)
         return {"seed": seed, "kind": "hang" if hung else "raised", "problem": what,
                 "fusion": repr(case), "ops": case.ops}
