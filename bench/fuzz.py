@@ -21,8 +21,9 @@ has its own time limits; a case past them is a bug).
 Prints counts (examples, rewritten, failures by kind: mismatches, and how many of them a rule
 flagged [reassociates] or [special values] is credited with, whose rounding or special values
 the judge may still misread; cost rises, the optimizer raising, hangs) and the first failing
-seeds with their fusion and credited rules; exit status 1 if any example failed. ``--json`` writes the counts and every failure (seed, kind, problem, fusion), so that
-chunks (``--seed``, ``--examples``) run apart can be added up.
+seeds with their fusion and credited rules; exit status 1 if any example failed. ``--json``
+writes the counts and every failure (seed, kind, problem, fusion), so that chunks
+(``--seed``, ``--examples``) run apart can be added up.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _check(seed: int, args) -> dict:
     kind = "ok" if not result.problem else "mismatch" if result.problem.startswith("output") else "cost"
     from eqsat.rules import RULES
 
-    flagged = [n for n in result.rules if n in RULES and RULES[n].flags and set(RULES[n].flags) - {"signed zeros"}]
+    flagged = [n for n in result.rules if n in RULES and not RULES[n].exact_on_special_values]
     return {**out, "kind": kind, "problem": result.problem, "changed": result.changed,
             "exact": result.changed and result.exact, "rules": list(result.rules), "flagged": flagged}
 
@@ -108,7 +109,8 @@ class _Runner:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--no-reassociate", action="store_true")
@@ -155,15 +157,16 @@ def main(argv=None) -> int:
     print(f"{args.examples} random fusions (seeds {args.seed}..{args.seed + args.examples - 1}"
           f"{', ' + ', '.join(drawn) if drawn else ''}) in {seconds:.1f} s "
           f"({seconds / max(args.examples, 1) * 1e3:.1f} ms each)")
-    print(f"  checked {counts['examples']}, rewritten {counts['rewritten']} ({counts['exact']} by rules exact "
-          f"on NaN and inf: compared place by place), mismatches {counts['mismatch']} "
+    print(f"  checked {counts['examples']}, rewritten {counts['rewritten']} ({counts['exact']} by rules "
+          f"exact on NaN and inf: compared place by place), mismatches {counts['mismatch']} "
           f"({counts['mismatch by flagged rules']} where a rule flagged [reassociates] or [special values] "
           f"is credited), cost rises {counts['cost']}, optimizer raised {counts['raised']}, "
           f"hangs {counts['hang']}")
     print("  steps drawn: " + ", ".join(f"{k} {v}" for k, v in ops.most_common()))
     for f in failures[:5]:
         rules = f"; rules {', '.join(f['rules'])}" if f.get("rules") else ""
-        print(f"\nseed {f['seed']} ({f['kind']}{rules}): {f['problem']}\n{f['fusion']}\n{f.get('traceback', '')}")
+        print(f"\nseed {f['seed']} ({f['kind']}{rules}): {f['problem']}\n{f['fusion']}\n"
+              f"{f.get('traceback', '')}")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"options": options, "first_seed": args.seed, "examples": args.examples,
