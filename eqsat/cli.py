@@ -403,7 +403,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                               "floats and integers near their limits among them "
                                               "(torch executor); a line per rule as it is checked")
     ver.add_argument("names", nargs="*", help="rules to verify (default: all)")
-    ver.add_argument("--cases", type=_positive, default=60, help="cases per rule (default 60)")
+    ver.add_argument("--cases", type=_positive, default=100, help="cases per rule (default 100)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
     for command, per in ((opt, ""), (chk, ""), (pair, " (each fusion is optimized alone, then the best "

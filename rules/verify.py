@@ -12,15 +12,23 @@ A rule's function is called with :class:`EvalNamespace`: its constructors evalua
 named-axis tensors (a torch tensor and the labels of its dims) with the torch executor's
 op implementations, aligning operands by label; conditions evaluate to booleans. Variables
 are drawn at random (tensors over random label subsets, in random dim orders, with extents
-1 to 5; label masks; dtypes), cases whose conditions fail are drawn again, and a rule whose
-conditions never held fails rather than passing vacuously.
+0 to 5: an optimized definition keeps symbolic extents symbolic and runs at any of them, an
+empty axis and a size-1 one included; label masks; dtypes: floats, Int32/Int64 and Bool,
+mixed among a rule's operands), cases whose conditions fail are drawn again, and a rule
+whose conditions never held fails rather than passing vacuously. ``never_empty(R)`` holds
+where every axis of R has an extent of 1 or more in the case drawn (in the e-graph: a static
+extent, which every run has).
 
 Special values are drawn into the tensors, per dtype (:func:`special_values`): NaN, +-inf,
-+-0.0, huge and tiny floats; integers at and near their dtype's limits. Which a rule gets
-follows what it claims (:func:`values_for`): a rule exact on special values gets them all
-and must give NaN in the same places and the same infinities (and, where it claims
-``signed_zeros``, zeros of the same sign); a reassociating rule gets NaN, +-inf and +-0.0 but
-no value that overflows; a rule flagged ``special_values`` gets finite values only.
++-0.0, huge and tiny floats; integers at and near their dtype's limits (INT_MIN, INT_MAX,
+their neighbours, -1, 0). Which a rule gets follows what it claims (:func:`values_for`): a
+rule exact on special values gets them all and must give NaN in the same places and the
+same infinities (and, where it claims ``signed_zeros``, zeros of the same sign); a
+reassociating rule gets NaN, +-inf and +-0.0 but no float that overflows; a rule flagged
+``special_values`` gets finite floats only. Integers get their limits whatever the rule's
+flags: the flags speak of floating-point NaN, inf and rounding, and integer results (which
+wrap around, in any order alike) must agree exactly, so a rule that integer wrap-around
+breaks fails whatever it is flagged.
 """
 from __future__ import annotations
 
@@ -43,6 +51,7 @@ from .rule import Axes, Axis, Conditions, Correction, DType, Index, Term
 _OPS = TorchOps()
 _FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
 _INT_CODES = [DTYPE_CODE[d] for d in (DataType.Int32, DataType.Int)]
+_BOOL = DTYPE_CODE[DataType.Bool]
 _DOUBLE = DTYPE_CODE[DataType.Double]
 _WIDENS = set(exact_widenings())
 
@@ -114,6 +123,14 @@ class EvalNamespace(Conditions):
     def Extent(self, mask):
         return self.Int(math.prod(self.extents[b] for b in bits(mask)))
 
+    def _pointwise_checked(self, fn, *xs: Named, dtype=None) -> Named:
+        """``_pointwise``, where an op the torch executor refuses on these dtypes (negating or
+        subtracting bools) is no case (ValueError: drawn again)."""
+        try:
+            return self._pointwise(fn, *xs, dtype=dtype)
+        except RuntimeError as err:
+            raise ValueError(f"not defined on these dtypes: {err}") from None
+
     def Cast(self, code, a: Named):
         return Named(_rounded(a.t, code), a.labels, code)
 
@@ -138,14 +155,17 @@ class EvalNamespace(Conditions):
                 warnings.simplefilter("ignore")
                 t = _OPS.var(t, dims, correction) if dims else (t - t) ** 2 / (1 - correction)
             return Named(t, rest, a.dtype)
-        if op == "Mean":
-            return Named(torch.mean(t, dim=dims) if dims else t, rest, a.dtype)
+        n = math.prod(self.extents[l] for l in absent)
+        if op == "Mean":          # over an empty axis, NaN (0/0), whether a lacks it or not
+            t = torch.mean(t, dim=dims) if dims else t
+            return Named(torch.full_like(t, math.nan) if n == 0 else t, rest, a.dtype)
         if op in ("Sum", "Prod") and not t.is_floating_point():
             t = t.to(torch.int64)                   # integers accumulate in Int64
         if dims:
             t = getattr(_OPS, IR_OP[op])(t, dims)
-        n = math.prod(self.extents[l] for l in absent)
-        if op == "Sum":
+        if n == 0:           # over an empty axis it lacks: the torch executor's empty reduction
+            t = getattr(_OPS, IR_OP[op])(t.unsqueeze(-1).expand(*t.shape, 0), [t.dim()])
+        elif op == "Sum":
             t = t * n
         elif op == "Prod":
             t = t ** n
@@ -159,6 +179,8 @@ class EvalNamespace(Conditions):
         if i.t.is_floating_point() or i.dtype in WEAK:
             raise ValueError("an index is an integer tensor")
         (v,) = bits(mask)
+        if self.extents[v] == 0:
+            raise ValueError("no index is in range along an empty axis")
         return v, i.t.to(torch.int64) % self.extents[v]
 
     def Take(self, mask, a: Named, i: Named) -> Named:
@@ -199,7 +221,7 @@ class EvalNamespace(Conditions):
     def Bin(self, op, a: Named, b: Named) -> Named:
         """A generic binary op (the torch executor's): comparisons and logical ops give Bool."""
         code = DTYPE_CODE[DataType.Bool] if op in BOOLEAN_BINARY else result_code("promote", [a.dtype, b.dtype])
-        return self._pointwise(getattr(_OPS, op), a, b, dtype=code)
+        return self._pointwise_checked(getattr(_OPS, op), a, b, dtype=code)
 
     def Tern(self, op, p: Named, a: Named, b: Named) -> Named:
         """where(p, a, b), in a's and b's promoted dtype."""
@@ -216,8 +238,8 @@ class EvalNamespace(Conditions):
             return lambda mask, *rest: self._reduce(name, mask, rest[-1], *rest[:-1])
         if spec is not None and spec.kind == "pointwise" and spec.ir_op:
             op = getattr(_OPS, spec.ir_op)
-            return lambda *xs: self._pointwise(_defined(name, op), *xs,
-                                               dtype=result_code(spec.dtype, [x.dtype for x in xs]))
+            return lambda *xs: self._pointwise_checked(_defined(name, op), *xs,
+                                                       dtype=result_code(spec.dtype, [x.dtype for x in xs]))
         raise AttributeError(name)
 
     def acc(self, a: Named) -> Named:
@@ -264,9 +286,9 @@ class EvalNamespace(Conditions):
     def has_axes(m):
         return m != 0
 
-    @staticmethod
-    def never_empty(m):
-        return True          # the verifier draws every extent at 1 or more
+    def never_empty(self, m):
+        """Every axis of ``m`` has an extent of 1 or more here (the verifier draws 0 too)."""
+        return all(self.extents[l] >= 1 for l in bits(m))
 
     @staticmethod
     def several(m):
@@ -300,7 +322,7 @@ def _defined(name: str, op):
         if not a.is_floating_point() and not b.is_floating_point():
             if bool((b == 0).any()):
                 raise ValueError("integer division by zero")
-            if bool(((b == -1) & (a == torch.iinfo(a.dtype).min)).any()):
+            if a.dtype != torch.bool and bool(((b == -1) & (a == torch.iinfo(a.dtype).min)).any()):
                 raise ValueError("integer division overflows (the least integer by -1)")
         return op(a, b)
     return div
@@ -318,13 +340,15 @@ class Verdict:
 
 _TOLERANCE = {DataType.Double: 1e-9, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 2e-3}
 
-# what a rule's values may hold (VALUE_KINDS), from most to least: "all special" (every
-# special value); "no overflow" (NaN, +-inf and +-0.0 but nothing that overflows: no huge and
-# tiny floats, no integers near their limits); "finite only" (normal, nonzero values alone)
+# what a rule's floating-point values may hold (VALUE_KINDS), from most to least: "all
+# special" (every special value); "no overflow" (NaN, +-inf and +-0.0 but nothing that
+# overflows: no huge and tiny floats); "finite only" (normal, nonzero values alone). Integers
+# are drawn at their limits in every kind (see the module).
 
 
 def values_for(rule) -> str:
-    """The values a rule is verified on: what it claims to be exact on."""
+    """The floating-point values a rule is verified on: what it claims to be exact on
+    (integers get their limits in every kind)."""
     if rule.special_values:
         return "finite only"
     return "no overflow" if rule.reassociates else "all special"
@@ -342,17 +366,21 @@ def special_values(code: int, kind: str, nonneg: bool = False, theme=None) -> di
     return out
 
 
-CATEGORIES = ("zeros", "nan", "inf", "huge", "tiny", "limits", "small")
+CATEGORIES = ("zeros", "nan", "inf", "huge", "tiny", "limits")
 
 
 def _categories(code: int, kind: str) -> dict[str, list]:
-    """The special values of a dtype, by category: none where ``kind`` is finite only. Else,
-    floats: zeros (+-0.0), NaN and +-inf, and where it is all special huge and tiny values;
-    integers: their limits where it is all special, else 0 and +-1."""
+    """The special values of a dtype, by category. Integers: their limits, whatever ``kind``
+    (wrap-around must agree exactly in every rule), 0 among them but where ``kind`` is finite
+    only (a 0 divisor or factor of a float makes the special values that kind leaves out);
+    bools none (False and True are drawn as normal values). Floats: none where ``kind`` is finite only; else zeros (+-0.0), NaN and
+    +-inf, and where it is all special huge and tiny values."""
+    if code == _BOOL:
+        return {}
+    if not _is_float_code(code):        # finite only: no 0 (a float's x/0, inf*0 are special)
+        return {"limits": [v for v in _integer_limits(code) if v or kind != "finite only"]}
     if kind == "finite only":          # normal values alone (no 0 to divide by)
         return {}
-    if not _is_float_code(code):
-        return {"limits": _integer_limits(code)} if kind == "all special" else {"small": [0, 1, -1]}
     cats = {"zeros": [0.0, -0.0], "nan": [math.nan], "inf": [math.inf, -math.inf]}
     if kind == "all special":
         cats.update(_float_extremes(code))
@@ -368,7 +396,8 @@ def _float_extremes(code: int) -> dict[str, list]:
 
 
 def _integer_limits(code: int) -> list[int]:
-    """The dtype's limits, their neighbours, and the least square that overflows."""
+    """The dtype's limits, their neighbours, the least square that overflows, 0 and -1 (a
+    divisor that overflows INT_MIN / -1, a factor that overflows -INT_MIN)."""
     info = torch.iinfo(_torch_dtype(DTYPES[code]))
     root = math.isqrt(info.max) + 1
     return [info.min, info.min + 1, info.max, info.max - 1, root, -root, 0, -1]
@@ -404,11 +433,17 @@ def _draw_case(rule, rng: random.Random, values: str):
     """Both sides of ``rule`` on random variables, and the variables' dtype codes; None where
     the conditions fail or the values are outside an op's domain (integer division by 0)."""
     n_labels = rng.randint(1, 4)
-    extents = {l: rng.choice([1, 2, 3, 5]) for l in range(n_labels)}
+    extents = {l: _draw_extent(rng) for l in range(n_labels)}
     extents[BATCH_LABEL] = BATCH       # in no mask, so in no reduction
     k = EvalNamespace(extents)
     # the categories of special values each batch instance meets, in all its variables
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
+    # one case in four is an integer one, its terms of one integer dtype, most of them (an
+    # Int32 product that wraps where a wider one does not needs two Int32 operands); one in
+    # five mixes that dtype with floats half and half (an integer max over an empty axis is
+    # no -inf); the rest draw each term's dtype on its own
+    r = rng.random()
+    integer = (rng.choice(_INT_CODES), 0.7 if r < 0.25 else 0.5) if r < 0.45 else None
     env: list = []
     for _, kind in rule.variables:
         drawn_before = list(zip(env, (kind for _, kind in rule.variables)))
@@ -417,7 +452,7 @@ def _draw_case(rule, rng: random.Random, values: str):
             continue
         earlier = [v.dtype if isinstance(v, Named) else v
                    for v, drawn in drawn_before if drawn in (Term, DType)]
-        env.append(_draw_variable(kind, rng, extents, values, themes, earlier))
+        env.append(_draw_variable(kind, rng, extents, values, themes, earlier, integer))
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
     except ValueError:
@@ -427,6 +462,13 @@ def _draw_case(rule, rng: random.Random, values: str):
     return lhs, rhs, [v.dtype for v in env if isinstance(v, Named)]
 
 
+def _draw_extent(rng: random.Random) -> int:
+    """An axis extent: 0 (an empty axis) one time in five, 1 (a size-1 one) in seven, else
+    2, 3 or 5: the extents a symbolic definition meets at run time."""
+    r = rng.random()
+    return 0 if r < 0.2 else 1 if r < 0.35 else rng.choice([2, 3, 5])
+
+
 # Most tensors also vary along a batch label that no mask holds: a case is BATCH independent
 # instances of the rule (the same shapes, other values, other special values), so that rare
 # meetings of special values (+inf in b where a has -inf) are met in a few dozen cases.
@@ -434,9 +476,12 @@ BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
 
 
 def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,),
-                   earlier=()):
+                   earlier=(), integer: tuple[int, float] | None = None):
     """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`);
-    ``earlier``: the dtype codes of the term and dtype variables drawn before it."""
+    ``earlier``: the dtype codes of the term and dtype variables drawn before it;
+    ``integer``: the integer dtype many terms of the case have (None: any dtype,
+    floats, integers and bools mixed), with the share of terms it is given to: the others an
+    integer or bool (a share of 0.7) or a float (0.5)."""
     if kind is DType:
         return _draw_dtype(rng, earlier)
     if kind is Correction:
@@ -447,7 +492,13 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
         return 1 << rng.randrange(len(extents) - 1)
     assert kind is Term
     r = rng.random()
-    code = rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35 else _DOUBLE
+    if integer is not None:
+        code, share = integer
+        others = _INT_CODES + [_BOOL] if share > 0.5 else _FLOAT_CODES
+        code = code if r < share else rng.choice(others)
+    else:
+        code = (rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35
+                else _BOOL if r < 0.4 else _DOUBLE)
     return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
                           values=values if rng.random() < 0.8 else "finite only", themes=themes)
 
@@ -502,8 +553,8 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str
     rng.shuffle(labels)
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
     code = dtype if dtype is not None else _DOUBLE
-    t = _normal_values([extents[l] for l in labels], g, code, nonneg)
-    if values != "finite only":
+    t = _normal_values([extents[l] for l in labels], g, code, nonneg, false=values != "finite only")
+    if values != "finite only" or not _is_float_code(code):     # integers: their limits always
         if BATCH_LABEL not in labels:           # one instance: as a batch of one
             pools = [special_values(code, values, nonneg, themes[0])]
             t = _with_specials(t.unsqueeze(0), 0, rng, g, code, pools).squeeze(0)
@@ -514,10 +565,14 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str
     return Named(t, tuple(labels), code)
 
 
-def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool) -> torch.Tensor:
+def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool,
+                   false: bool = True) -> torch.Tensor:
     """Standard normal values rounded to ``code``; integers -50..50 but 0 (as normal floats
-    are never 0: 0 is a special value)."""
+    are never 0: 0 is a special value); bools False and True alike (``false``), or True alone
+    (False is a 0 in arithmetic)."""
     t = torch.randn(shape, generator=g, dtype=torch.float64)
+    if code == _BOOL:
+        return t > 0 if false else torch.ones(shape, dtype=torch.bool)
     if not _is_float_code(code):
         t = (t * 20).round()
         t = torch.where(t == 0, torch.ones_like(t), t)
@@ -569,6 +624,8 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor, labels, values: str) -> fl
     """The largest difference of finite values (NaN and inf already agree), relative to the
     largest value of its batch instance (at least 1), or to its own size where huge values
     are drawn."""
+    if a.numel() == 0:               # an empty result: nothing to differ
+        return 0.0
     finite = a.isfinite()
     zero = torch.zeros((), dtype=a.dtype)
     if values == "all special":
@@ -600,7 +657,7 @@ def _example(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor) -> str:
     return f"{a[tuple(i)].item()!r} vs {b[tuple(i)].item()!r}"
 
 
-def verify(names=None, *, cases: int = 60, seed: int = 0) -> list[Verdict]:
+def verify(names=None, *, cases: int = 100, seed: int = 0) -> list[Verdict]:
     names = list(RULES) if not names else list(names)
     unknown = [n for n in names if n not in RULES]
     if unknown:

@@ -1,6 +1,7 @@
 """Semantic preservation on random fusions (eqsat.random_fusion): optimizing never changes
 results beyond the dtype and reduction-size tolerance and never raises the estimated cost.
-The CI profile runs a few hundred examples; bench/fuzz.py runs thousands."""
+The CI profile runs a few hundred examples, some with special values, run-time extents 0 and
+1 and integer and bool operands among them; bench/fuzz.py runs thousands."""
 import os
 
 import pytest
@@ -20,7 +21,10 @@ EXAMPLES = int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250"))
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_optimizing_a_random_fusion_keeps_its_results_and_never_raises_its_cost(data):
-    case = random_fusion(HypothesisChooser(data))
+    """Half the examples run at extents 0 and 1 too, with integer and bool operands and special
+    values (integers at their limits among them)."""
+    edge_cases = data.draw(st.booleans())
+    case = random_fusion(HypothesisChooser(data), special=edge_cases, edges=edge_cases, mixed=edge_cases)
     result = check_case(case)
     assert result.problem is None, f"{result.problem}\n{case!r}"
 
@@ -162,6 +166,34 @@ def test_random_fusions_with_special_values(seed):
     assert check_case(case).problem is None, repr(case)
 
 
+@pytest.mark.parametrize("seed", range(3, 300, 8))
+def test_random_fusions_at_extents_0_and_1_with_integer_and_bool_operands(seed):
+    """Optimized for large shapes, run with empty and size-1 axes, Int32/Int64/Bool inputs at
+    their limits, integer constants, casts and division: without reassociation every rule
+    left is exact, so NaN, inf and integers must come out as given."""
+    case = random_fusion(RandomChooser(seed), special=True, edges=True, mixed=True)
+    result = check_case(case, reassociate=False)
+    assert result.exact and result.problem is None, f"{result.problem}\n{case!r}"
+
+
+def test_edges_and_mixed_dtypes_reach_the_inputs():
+    """Run-time extents 0 and 1, integer inputs at their limits and bool inputs all occur; with
+    neither flag a seed gives the fusion and inputs it gave before the flags existed."""
+    import torch
+
+    cases = [random_fusion(RandomChooser(s), special=True, edges=True, mixed=True) for s in range(40)]
+    tensors = [x for c in cases for x in c.inputs if isinstance(x, torch.Tensor)]
+    assert any(0 in x.shape for x in tensors) and any(1 in x.shape for x in tensors)
+    assert {torch.int32, torch.int64, torch.bool} <= {x.dtype for x in tensors}
+    ints = [x for x in tensors if x.dtype in (torch.int32, torch.int64)]
+    assert any((x == torch.iinfo(x.dtype).min).any() or (x == torch.iinfo(x.dtype).max).any() for x in ints)
+    assert any(op in c.ops for c in cases for op in ("div_int", "cast"))
+    plain = random_fusion(RandomChooser(5))
+    assert all(x.dtype in (torch.float32, torch.bfloat16, torch.float16) and 0 not in x.shape
+               for x in plain.inputs if isinstance(x, torch.Tensor))
+    assert repr(plain) == repr(random_fusion(RandomChooser(5), edges=False, mixed=False))
+
+
 def test_special_values_reach_the_inputs_and_constants():
     import math
 
@@ -261,6 +293,38 @@ def test_the_fuzzer_with_special_values_catches_a_max_rule_that_turns_nan_into_a
     assert check_case(case, rules=strict, profile=FLAT_HOST).problem is None
     flagged = check_case(case, rules=[n for n in select_rules() if n != unflagged], profile=FLAT_HOST)
     assert flagged.changed and not flagged.exact and flagged.problem is None   # finite places only
+
+
+@pytest.fixture
+def sum_of_product_factor_right_in_any_dtype():
+    """sum-of-product-factor-right without its integer-wrap (floating) conditions (issue 37)."""
+    from eqsat.rules import RULES, Axes, Term, rule
+
+    given = RULES["sum-of-product-factor-right"]
+
+    @rule("distributive", reassociates=True, special_values=given.special_values)
+    def factor_right_in_any_dtype_for_test(k, a: Term, b: Term, R: Axes):
+        """Sum_R(a*b) = Sum_R(a)*b for any dtype (wrong for Int32: a*b wraps, Sum_R(a)*b not)."""
+        return k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, k.acc(a)), b), [k.constant_along(b, R)]
+
+    yield "factor-right-in-any-dtype-for-test"
+    del RULES["factor-right-in-any-dtype-for-test"]
+
+
+def test_the_fuzzer_with_integer_operands_catches_a_factored_sum_that_integer_wrap_breaks(
+        sum_of_product_factor_right_in_any_dtype):
+    """Issue 37: without its floating conditions sum-of-product-factor-right factors an Int32
+    b out of sum_k(a*b); a*b wraps, Sum_k(a)*b (Int64) does not. Finite draws never reached
+    Int32 overflow; integer operands of magnitude 50000 and at their limits do (seed 500)."""
+    from eqsat.egraph.saturate import Limits, select_rules
+
+    mutant = sum_of_product_factor_right_in_any_dtype
+    case = random_fusion(RandomChooser(500), special=True, edges=True, mixed=True)
+    given = [n for n in select_rules() if n not in (mutant, "sum-of-product-factor-right")]
+    unhurried = {"profile": FLAT_HOST, "deadline_s": None, "limits": Limits(seconds=60)}   # as on any machine
+    result = check_case(case, rules=[*given, mutant], **unhurried)
+    assert mutant in result.rules and result.problem and "integer values differ" in result.problem
+    assert check_case(case, rules=[*given, "sum-of-product-factor-right"], **unhurried).problem is None
 
 
 def test_fusions_with_random_draws_keep_their_results():

@@ -50,6 +50,8 @@ def test_no_reassociate_drops_the_rules_not_exact_on_special_values():
     assert "sum-of-product-factor-right" not in exact_only     # flagged too: inf * 0
     assert "split-sum-lowest-axis-first" in exact_only and "max-of-sum-with-constant" not in exact_only
     assert set(select_rules()) == set(RULES)
+    from eqsat.rules import select_rules as public       # importable with the rules too
+    assert public is select_rules
 
 
 def test_rules_list_shows_the_flags(capsys):
@@ -164,11 +166,12 @@ def test_integer_rewrites_that_wrap_differently_are_not_made(given, rewritten, a
 
 def _max_of_product_unflagged(k, a: Term, c: Term, R: Axes):
     return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
-            [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c))])
+            [k.constant_along(c, R), k.nonneg(c), k.floating(k.Mul(a, c)), k.floating(a)])
 
 
 def _max_of_sum_unflagged(k, a: Term, b: Term, R: Axes):
-    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.constant_along(b, R), k.floating(k.Add(a, b))]
+    return (k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b),
+            [k.constant_along(b, R), k.floating(k.Add(a, b)), k.floating(a)])
 
 
 @pytest.mark.parametrize("fn", [_max_of_product_unflagged, _max_of_sum_unflagged])
@@ -186,6 +189,45 @@ def test_the_verifier_catches_integer_wrap_around():
     verdict = verify_rule(Rule("wrong", "test", sum_of_negation_in_any_dtype), cases=200)
     assert not verdict.passed and "integer values differ" in verdict.problem
     assert verify_rule(RULES["sum-of-negation"], cases=200).passed
+
+
+def _sum_of_product_factor_right_in_any_dtype(k, a: Term, b: Term, R: Axes):
+    """sum-of-product-factor-right without its integer-wrap conditions (issue 37's mutant)."""
+    return k.Sum(R, k.Mul(a, b)), k.Mul(k.Sum(R, k.acc(a)), b), [k.constant_along(b, R)]
+
+
+def test_the_verifier_catches_a_flagged_rule_that_integer_wrap_around_breaks():
+    """An Int32 product wraps where the right side's Int64 sum does not (a = INT_MAX, b = 2).
+    The rule is flagged (reassociates, special values), so it was verified on finite floats
+    and small integers alone, and the mutant passed: integers now get their limits whatever
+    the flags."""
+    rule = RULES["sum-of-product-factor-right"]
+    mutant = Rule("factor-out-in-any-dtype", "test", _sum_of_product_factor_right_in_any_dtype,
+                  reassociates=rule.reassociates, special_values=rule.special_values)
+    verdict = verify_rule(mutant, cases=100)
+    assert not verdict.passed and "integer values differ" in verdict.problem, verdict
+    assert verify_rule(rule, cases=100).passed
+    limits = special_values(DTYPE_CODE[DataType.Int32], "finite only")["limits"]
+    assert {-2**31, 2**31 - 1, -1} <= set(limits) and 0 not in limits     # no 0: a float's x/0
+
+
+def _max_over_axes_it_lacks_unguarded(k, x: Term, R: Axes):
+    lacked = k.constant_axes(x, R)
+    return k.Max(R, x), k.Max(k.varying_axes(x, R), x), [k.has_axes(lacked)]
+
+
+def _max_of_sum_of_any_a(k, a: Term, b: Term, R: Axes):
+    return k.Max(R, k.Add(a, b)), k.Add(k.Max(R, a), b), [k.constant_along(b, R), k.floating(k.Add(a, b))]
+
+
+@pytest.mark.parametrize("fn, flags", [(_max_over_axes_it_lacks_unguarded, {"signed_zeros": True}),
+                                       (_max_of_sum_of_any_a, {"special_values": "as max-of-sum"})])
+def test_the_verifier_catches_a_rule_that_holds_only_on_non_empty_axes(fn, flags):
+    """The verifier draws empty axes (an optimized definition runs at any extent): the max of
+    x over an axis it lacks is -inf there, not x, and an Int32 a's max is INT_MIN, not -inf."""
+    verdict = verify_rule(Rule("wrong", "test", fn, **flags), cases=100)
+    assert not verdict.passed and ("infinities differ" in verdict.problem
+                                   or "integer values differ" in verdict.problem), verdict
 
 
 def test_the_verifier_checks_signed_zeros_where_a_rule_claims_them():

@@ -7,7 +7,7 @@ e-graph is built.
 """
 from __future__ import annotations
 
-from egglog import String, eq, f64, i64, rule, ruleset, set_, var
+from egglog import String, eq, f64, i64, ne, rule, ruleset, set_, var
 
 from eqsat.ir.dtypes import DataType
 
@@ -15,7 +15,7 @@ from .terms import BARRIER_TERMS, BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT,
 from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
                          Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
                          Var, abs_dtype, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify,
-                         floating, labels, no_negative_zero, nonneg, promote, sum_dtype)
+                         floating, labels, no_negative_zero, nonempty_labels, nonneg, promote, sum_dtype)
 
 analysis = ruleset(name="analysis")
 
@@ -104,10 +104,16 @@ def _generic_dtypes(p: Term, a: Term, b: Term, da: i64, db: i64, r: i64):
 
 @analysis.register
 def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
-    """``nonneg``: every element >= 0 (or NaN, for floats). Facts that hold only where nothing
-    wraps around (|INT_MIN| < 0, 46341 * 46341 < 0 in Int32, sums and products of large
-    non-negative integers, casts to narrower integers) are stated for floating results only;
-    the others hold for every dtype."""
+    """``nonneg``: every element >= 0 (or NaN, for floats). A fact is about the class's value:
+    each derivation holds whichever member of the class it is read from, and at every extent
+    the emitted (symbolic) definition may run at, 0 included. Facts that hold only where
+    nothing wraps around (|INT_MIN| < 0, 46341 * 46341 < 0 in Int32, sums and products of
+    large non-negative integers, casts to narrower integers) are stated for floating results
+    only; a max of values >= 0 only over axes of static extent >= 1 (over an empty axis it is
+    -inf, or an integer dtype's least value); a variance only for corrections 0 and 1 (nvFuser
+    divides by |R| - c, negative where c > |R| >= 2). The others hold for every dtype and
+    extent (over an empty axis a min is +inf or the dtype's greatest value, a sum 0, a product
+    1, a mean NaN)."""
     for u in (Exp, Sqrt, Sigmoid):                 # floating results whatever the operand
         yield rule(u(a)).then(nonneg(u(a)))
     # rsqrt(-0.0), 1/-0.0, x/-0.0 and pow(-0.0, -1) are -inf: >= 0 only without -0.0
@@ -125,31 +131,43 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
     yield rule(Maximum(a, b), nonneg(b)).then(nonneg(Maximum(a, b)))
     yield rule(Recip(a), nonneg(a), no_negative_zero(a)).then(nonneg(Recip(a)))
     yield rule(Cast(d, a), nonneg(a), floating(Cast(d, a))).then(nonneg(Cast(d, a)))
-    for red in (Max, Min, Mean):
+    # a max over an axis that may be empty at run time may be the dtype's least value
+    yield rule(Max(r, a), nonneg(a), eq(r & nonempty_labels()).to(r)).then(nonneg(Max(r, a)))
+    for red in (Min, Mean):
         yield rule(red(r, a), nonneg(a)).then(nonneg(red(r, a)))
     for red in (Sum, Prod):
         yield rule(red(r, a), nonneg(a), floating(red(r, a))).then(nonneg(red(r, a)))
-    yield rule(Var(r, c, a)).then(nonneg(Var(r, c, a)))
+    yield rule(Var(r, c, a), eq(c & i64(-2)).to(i64(0))).then(nonneg(Var(r, c, a)))
     yield rule(Extent(r)).then(nonneg(Extent(r)))
 
 
 @analysis.register
-def _zero_signs(a: Term, b: Term, r: i64, d: i64, f: f64, n: i64):
-    """``no_negative_zero``: no element is -0.0. A literal -0.0 is ``Neg(Num(0.0))``, so no
-    ``Num`` is one; a sum starts at +0.0 (and its terms, all multiples of the dtype's least
-    subnormal, never cancel to a nonzero tiny value); |x|, exp, sigmoid, rsqrt and x*x never
-    give -0.0; a + b is -0.0 only where both are. Where a result may round a tiny negative
-    value to -0.0 (a product, quotient, mean or narrowing cast), its operands must be >= 0."""
-    yield rule(Num(f)).then(no_negative_zero(Num(f)))
+def _zero_signs(a: Term, b: Term, r: i64, d: i64, f: f64, n: i64, la: i64):
+    """``no_negative_zero``: no element is -0.0, in the class's dtype and in any dtype a weak
+    scalar of the class is rounded to where it meets a tensor. Each derivation holds for the
+    value, whichever member of the class it is read from (a sum over no axis is its operand,
+    which may hold -0.0). A literal -0.0 is ``Neg(Num(0.0))``; a ``Num`` holds none where it
+    is >= 0 or <= -1 (a tiny negative one rounds to -0.0 in Float, -0.001 in FP8). A sum
+    along an axis its operand varies along starts at +0.0 (its terms, all multiples of the
+    operand dtype's least subnormal, never cancel to a nonzero tiny value); one over no axis,
+    over unit axes (nvFuser squeezes them) or only over axes its operand lacks (nvFuser
+    multiplies by the extent: -0.0 * n) keeps -0.0. |x|, exp, sigmoid, rsqrt and x*x never
+    give -0.0; a + b in Float or Double (each operand a value of that dtype once rounded) is
+    -0.0 only where both are; a sum, product or quotient of values >= +0.0 holds none in any
+    dtype. Where a result may round a tiny negative value to -0.0 (a product, quotient, mean
+    or narrowing cast), its operands must be >= 0."""
+    yield rule(Num(f), f >= f64(0.0)).then(no_negative_zero(Num(f)))
+    yield rule(Num(f), f <= f64(-1.0)).then(no_negative_zero(Num(f)))
     yield rule(Int(n)).then(no_negative_zero(Int(n)))
     yield rule(Extent(r)).then(no_negative_zero(Extent(r)))
     for u in (Abs, Exp, Sigmoid, Rsqrt):
         yield rule(u(a)).then(no_negative_zero(u(a)))
     yield rule(Mul(a, a)).then(no_negative_zero(Mul(a, a)))
-    yield rule(Sum(r, a)).then(no_negative_zero(Sum(r, a)))
-    yield rule(Add(a, b), no_negative_zero(a)).then(no_negative_zero(Add(a, b)))
-    yield rule(Add(a, b), no_negative_zero(b)).then(no_negative_zero(Add(a, b)))
-    for op in (Mul, Div):
+    yield rule(Sum(r, a), eq(la).to(labels(a)), ne(r & la).to(i64(0))).then(no_negative_zero(Sum(r, a)))
+    full = [eq(d).to(dtype(Add(a, b))), eq(d).to(compute_dtype(d)), ne(d).to(i64(WEAK_FLOAT))]
+    yield rule(Add(a, b), no_negative_zero(a), *full).then(no_negative_zero(Add(a, b)))
+    yield rule(Add(a, b), no_negative_zero(b), *full).then(no_negative_zero(Add(a, b)))
+    for op in (Add, Mul, Div):
         yield rule(op(a, b), nonneg(a), nonneg(b), no_negative_zero(a), no_negative_zero(b)).then(
             no_negative_zero(op(a, b)))
     for op in (Maximum, Minimum):

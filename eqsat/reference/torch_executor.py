@@ -14,6 +14,7 @@ except the views nvFuser makes views (reshape, permute, broadcast...).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 from typing import Any, Sequence
 
@@ -453,7 +454,13 @@ class TorchOps:
         dims = _dims(dims, x.dim())
         if not dims:        # over no dims: one element each (torch would reduce them all)
             x, dims, keepdim = x.unsqueeze(-1), [x.dim()], False
-        var, mean = torch.var_mean(x, dim=dims, correction=correction, keepdim=keepdim)
+        count = math.prod(x.shape[d] for d in dims)
+        with warnings.catch_warnings():     # torch warns where count <= correction (handled here)
+            warnings.simplefilter("ignore")
+            var, mean = torch.var_mean(x, dim=dims, correction=correction, keepdim=keepdim)
+        if count < correction:      # nvFuser divides by count - correction; torch by max(0, it)
+            squares = ((x - x.mean(dim=dims, keepdim=True)) ** 2).sum(dim=dims, keepdim=keepdim)
+            var = squares / (count - correction)      # an empty axis, correction 1: 0 / -1 = -0.0
         return var.to(out), mean.to(out)
 
     def _cat_welford(self, name, arg, dims):

@@ -26,6 +26,7 @@ class FuzzResult:
     changed: bool
     problem: str | None          # None: the optimized fusion agrees and costs no more
     exact: bool = True           # NaN and inf were compared place by place (exact rules only)
+    rules: tuple = ()            # the rules credited with the optimized fusion
 
 
 def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult:
@@ -35,15 +36,16 @@ def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult
     opt = optimize_fusion(case.fusion, case.planning_inputs, min_gain=min_gain, **options)
     want = run_fusion(case.fusion, case.inputs, strict=True)
     got = run_fusion(opt.fusion, case.inputs, strict=True)
+    rules = tuple(opt.report.rules)
     if len(got) != len(want):
-        return FuzzResult(opt.report.changed, f"{len(got)} outputs, expected {len(want)}")
+        return FuzzResult(opt.report.changed, f"{len(got)} outputs, expected {len(want)}", rules=rules)
     exact = exact_on_special_values(opt.report)
     floors = summand_magnitudes(case.fusion, case.inputs)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         problem = output_problem(case, g, w, i, floors[i], exact)
         if problem:
-            return FuzzResult(opt.report.changed, f"output {i}: {problem}", exact)
-    return FuzzResult(opt.report.changed, _cost_problem(case, opt, options), exact)
+            return FuzzResult(opt.report.changed, f"output {i}: {problem}", exact, rules)
+    return FuzzResult(opt.report.changed, _cost_problem(case, opt, options), exact, rules)
 
 
 def exact_on_special_values(report) -> bool:

@@ -14,7 +14,20 @@ ops eqsat does not model (``erf``, ``where``, ``reshape``), which it keeps verba
 largest finite value and half of it, the smallest normal; see :func:`special_inputs`), into the
 scalar input, and into scalar constants (:data:`SPECIAL_SCALARS`); and one more kind of step,
 a max or min of a sum or product with a term constant along the reduced axes (where +inf in
-one meets -inf in the other).
+one meets -inf in the other). With ``mixed`` too, integer inputs get their dtype's limits
+(INT_MIN, INT_MAX, their neighbours, -1, 0, the least square that overflows).
+
+``edges=True`` runs the fusion, optimized for large shapes, at extents 0 and 1 as well: each
+axis is empty, or of size 1, about one time in six (an optimized definition keeps symbolic
+extents symbolic, so it must hold at every extent). ``mixed=True`` makes about half the
+inputs of one dtype, Int32, Int64 or Bool (integers of magnitude about 50000, so that Int32
+products wrap), adds integer scalar constants (1, -1, 46341: 46341**2 overflows Int32), casts
+to those dtypes and an integer division (by max(|y|, 1): never by 0 or -1, which nvFuser
+leaves undefined), so integer, float and bool operands meet (an Int32 product wraps where an
+Int64 one does not; an integer max over an empty axis is the dtype's least value, not -inf).
+Ops torch refuses on bools (negation, subtraction, abs, relu, pow) read them cast to Int32.
+With both off, the chooser makes the choices it made before they existed: a seed gives the
+same fusion and inputs (the run-time extents are drawn last, after the definition).
 
 The choices come from a :class:`Chooser`: :class:`RandomChooser` (a seed; ``bench/fuzz.py``)
 or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failures)::
@@ -39,6 +52,8 @@ from eqsat.ir.fusion import Fusion
 from eqsat.lowering.source import fusion_source
 
 FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)     # of the inputs, and casts
+MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)       # with ``mixed``
+INT_SCALARS = [1, -1, 2, 46341]             # with ``mixed``: Int constants (46341**2 > INT32_MAX)
 D = DataType.Double
 STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
          "normalization", "boundary", "factored_sum", "normalized_amax"]
@@ -103,14 +118,17 @@ class RandomCase:
     reduction_size: int              # the most elements any one reduction combines (small inputs)
     ops: list[str] = field(default_factory=list)
     special: bool = False            # special values drawn into the inputs and constants
+    edges: bool = False              # run-time extents 0 and 1 drawn too
+    mixed: bool = False              # integer and bool inputs, constants and casts
 
     def __repr__(self) -> str:        # hypothesis prints this for a failing example
         return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
 
 
 class _Builder:
-    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int], special: bool = False):
-        self.ch, self.fd, self.extents, self.special = ch, fd, extents, special
+    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int], special: bool = False,
+                 mixed: bool = False):
+        self.ch, self.fd, self.extents, self.special, self.mixed = ch, fd, extents, special, mixed
         self.sizes: dict[int, Any] = {}        # axis -> a symbolic size of it (fd.ops.size)
         self.values: list[Value] = []
         self.reduction_size = 1
@@ -133,6 +151,20 @@ class _Builder:
         return self.fd.ops.broadcast_in_dim(v.ref, shape=[self.sizes[a] for a in axes],
                                             broadcast_dims=[axes.index(d) for d in v.dims])
 
+    def arith(self, v: Value) -> Value:
+        """``v`` cast to Int32 where it is Bool: torch negates, subtracts, takes abs, relu and
+        pow of no bool (nvFuser's arithmetic on bools is its integer one)."""
+        if v.ref.dtype is DataType.Bool:
+            return Value(self.fd.ops.cast(v.ref, dtype=DataType.Int32), v.dims)
+        return v
+
+    def floating(self, v: Value) -> Value:
+        """``v`` cast to Float where it is an integer or a bool (a mean divides by an extent,
+        which may be 0: an integer division by zero is undefined)."""
+        if not _is_float(v.ref.dtype):
+            return Value(self.fd.ops.cast(v.ref, dtype=DataType.Float), v.dims)
+        return v
+
     def upcast(self, v: Value) -> Value:
         """``v`` cast to Float where it is bf16/fp16: nvFuser sums, var_means and normalizes
         those only after an upcast (a bf16 sum does not compile in 0.2.35)."""
@@ -146,16 +178,21 @@ class _Builder:
         self.ops.append(op)
         return v
 
-    def scalar(self) -> Any:
-        """A Double constant: one of SCALARS, or (special, one time in four) SPECIAL_SCALARS."""
+    def scalar(self, v: Value | None = None) -> Any:
+        """A Double constant: one of SCALARS, or (special, one time in four) SPECIAL_SCALARS;
+        with ``mixed``, for an integer or bool ``v`` half the time an Int one of INT_SCALARS."""
         special = self.special and self.ch.int(0, 3) == 0
-        return self.fd.define_scalar(self.ch.pick(SPECIAL_SCALARS if special else SCALARS), dtype=D)
+        value = self.ch.pick(SPECIAL_SCALARS if special else SCALARS)
+        if self.mixed and v is not None and not _is_float(v.ref.dtype) and self.ch.int(0, 1):
+            return self.fd.define_scalar(self.ch.pick(INT_SCALARS), dtype=DataType.Int)
+        return self.fd.define_scalar(value, dtype=D)
 
     # -- steps -------------------------------------------------------------------------------
     def unary(self, v: Value):
-        ops, x = self.fd.ops, v.ref
+        ops = self.fd.ops
         kind = self.ch.pick(["neg", "abs", "tanh", "sigmoid", "relu", "exp_tanh", "sqrt_abs",
                              "recip_1p_abs", "rsqrt_1p_abs", "log_1p_abs", "erf", "square"])
+        x = self.arith(v).ref
         one = self.fd.define_scalar(1.0, dtype=D)
         out = {"neg": lambda: ops.neg(x), "abs": lambda: ops.abs(x), "tanh": lambda: ops.tanh(x),
                "sigmoid": lambda: ops.sigmoid(x), "relu": lambda: ops.relu(x),
@@ -169,10 +206,15 @@ class _Builder:
     def binary(self, a: Value, b: Value):
         a, b = self.plain(a), self.plain(b)
         axes = tuple(sorted(set(a.dims) | set(b.dims)))
-        x, y = self.to_axes(a, axes), self.to_axes(b, axes)
         ops = self.fd.ops
-        kind = self.ch.pick(["add", "sub", "mul", "mul", "div_1p_abs", "maximum", "minimum", "where_lt"])
-        if kind == "div_1p_abs":
+        kinds = ["add", "sub", "mul", "mul", "div_1p_abs", "maximum", "minimum", "where_lt"]
+        kind = self.ch.pick(kinds + (["div_int"] if self.mixed else []))
+        if kind in ("sub", "div_1p_abs", "div_int"):
+            a, b = self.arith(a), self.arith(b)
+        x, y = self.to_axes(a, axes), self.to_axes(b, axes)
+        if kind == "div_int":           # truncating where both are integers; never by 0 or -1
+            out = ops.div(x, ops.maximum(ops.abs(y), self.fd.define_scalar(1, dtype=DataType.Int)))
+        elif kind == "div_1p_abs":
             out = ops.div(x, ops.add(ops.abs(y), self.fd.define_scalar(1.0, dtype=D)))
         elif kind == "where_lt":
             out = ops.where(ops.lt(x, y), x, y)
@@ -181,14 +223,21 @@ class _Builder:
         self.add(out, axes, kind)
 
     def with_scalar(self, v: Value, scalar_input):
-        s = scalar_input if scalar_input is not None and self.ch.int(0, 1) else self.scalar()
+        s = scalar_input if scalar_input is not None and self.ch.int(0, 1) else self.scalar(v)
         kind = self.ch.pick(["mul", "add", "sub", "mul_left"])
+        if kind == "sub":
+            v = self.arith(v)
         ops = self.fd.ops
         out = ops.mul(s, v.ref) if kind == "mul_left" else getattr(ops, kind)(v.ref, s)
         self.add(out, v.dims, f"scalar_{kind}")
 
     def cast(self, v: Value):
-        self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(FUZZ_DTYPES)), v.dims, "cast")
+        """A cast to a float dtype; with ``mixed``, an integer or bool value to an integer
+        dtype too, and any value to Bool (a float to an integer is undefined past its range)."""
+        dtypes = FUZZ_DTYPES
+        if self.mixed:
+            dtypes = FUZZ_DTYPES + ((DataType.Bool,) if _is_float(v.ref.dtype) else MIXED_DTYPES)
+        self.add(self.fd.ops.cast(v.ref, dtype=self.ch.pick(dtypes)), v.dims, "cast")
 
     def reduce_over(self, v: Value, among: Sequence[int]) -> tuple[list[int], list[int]]:
         """A nonempty random set of axes ``among`` those of ``v`` to reduce (and their dim
@@ -208,6 +257,7 @@ class _Builder:
         if kind not in ("max", "min"):
             v = self.upcast(v)
         if kind == "mean":
+            v = self.floating(v)
             out = ops.sum(v.ref, dims=dims, keepdim=keepdim)
             n = self.sizes[reduced[0]]
             for d in reduced[1:]:
@@ -228,7 +278,7 @@ class _Builder:
         reduced, dims = self.reduce_over(v, v.dims)
         rest = tuple(d for d in v.dims if d not in reduced)
         ops = self.fd.ops
-        v = self.upcast(v)
+        v = self.upcast(self.arith(v))
         if self.ch.int(0, 1):
             m = self.to_axes(Value(ops.max(v.ref, dims=dims), rest), v.dims)
             e = ops.exp(ops.sub(v.ref, m))
@@ -263,8 +313,10 @@ class _Builder:
         gone = [i for i, d in enumerate(w.dims) if d in reduced]
         b = Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced)) if gone else w
         axes = tuple(sorted(set(v.dims) | set(b.dims)))
-        x, y, ops = self.to_axes(v, axes), self.to_axes(b, axes), self.fd.ops
         kind, extremum = self.ch.pick(["add", "sub", "mul_exp"]), self.ch.pick(["max", "min"])
+        if kind == "sub":
+            v, b = self.arith(v), self.arith(b)
+        x, y, ops = self.to_axes(v, axes), self.to_axes(b, axes), self.fd.ops
         inner = ops.mul(x, ops.exp(y)) if kind == "mul_exp" else getattr(ops, kind)(x, y)
         out = getattr(ops, extremum)(inner, dims=[axes.index(d) for d in reduced])
         self.add(out, tuple(d for d in axes if d not in reduced), f"{extremum}_of_{kind}")
@@ -308,25 +360,33 @@ class _Builder:
 
 
 def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
-                  special: bool = False, draws: bool = False) -> RandomCase:
+                  special: bool = False, draws: bool = False, edges: bool = False,
+                  mixed: bool = False) -> RandomCase:
     """A random fusion and inputs for it (seeded through the chooser); ``special`` draws
     special values into inputs and constants (the same fusion otherwise, but for constants);
-    ``draws`` adds dropout steps (a mask drawn from a constant seed and offset)."""
+    ``draws`` adds dropout steps (a mask drawn from a constant seed and offset); ``edges``
+    runs it at extents 0 and 1 too, ``mixed`` with integer and bool inputs, constants and
+    casts (see the module)."""
     n_axes = ch.int(1, max_axes)
     extents = [ch.int(2, max_extent) for _ in range(n_axes)]
     planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
     n_inputs = ch.int(1, 3)
     seed = ch.int(0, 2**16)
     spec = []
+    other = None                 # with mixed: the fusion's one integer or bool input dtype
     for _ in range(n_inputs):
         dims = tuple(ch.subset(range(n_axes), min_size=1))
-        spec.append((dims, ch.pick(FUZZ_DTYPES)))
+        dtype = ch.pick(FUZZ_DTYPES)
+        if mixed:
+            other = other or ch.pick(MIXED_DTYPES)
+            dtype = other if ch.int(0, 1) else dtype
+        spec.append((dims, dtype))
     with_scalar_input = bool(ch.int(0, 1))
     steps = ch.int(1, max_steps)
     holder: dict[str, _Builder] = {}
 
     def definition(fd):
-        b = _Builder(ch, fd, extents, special)
+        b = _Builder(ch, fd, extents, special, mixed)
         holder["b"] = b
         for dims, dtype in spec:
             t = fd.define_tensor(shape=[-1] * len(dims), contiguity=[True] * len(dims), dtype=dtype)
@@ -352,8 +412,10 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     with FusionDefinition() as fd:
         definition(fd)
     b = holder["b"]
+    if edges:            # each axis empty, or of size 1, about one time in six at run time
+        extents = [ch.pick([0, 1] + [e] * 4) for e in extents]
     g = torch.Generator().manual_seed(seed)
-    inputs: list[Any] = [torch.randn(*[extents[d] for d in dims], generator=g).to(to_torch(dtype))
+    inputs: list[Any] = [_values(torch.randn(*[extents[d] for d in dims], generator=g), dtype)
                          for dims, dtype in spec]
     big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
            for dims, dtype in spec]
@@ -363,12 +425,35 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     if special:
         inputs = special_inputs(inputs, g)
         big = big[:len(spec)] + inputs[len(spec):]
-    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special)
+    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special, edges, mixed)
+
+
+def _is_float(dtype: DataType) -> bool:
+    return dtype in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)
+
+
+def _values(normal: torch.Tensor, dtype: DataType) -> torch.Tensor:
+    """Standard normal values as ``dtype`` holds them: rounded floats; integers scaled by
+    50000 (a product of two of them passes INT32_MAX about one time in five: Int32 products
+    wrap); bools True where positive."""
+    if dtype is DataType.Bool:
+        return normal > 0
+    if not _is_float(dtype):
+        return (normal * 50000).round().to(to_torch(dtype))
+    return normal.to(to_torch(dtype))
 
 
 def special_values(dtype: torch.dtype) -> list[float]:
     """NaN, +-inf, +-0.0, the largest finite value and half of it (sums and products of them
-    overflow), and the smallest normal (products of them underflow), of ``dtype``."""
+    overflow), and the smallest normal (products of them underflow), of a float ``dtype``; of
+    an integer one its limits, their neighbours, -1, 0 and the least square that overflows;
+    of Bool none."""
+    if dtype == torch.bool:
+        return []
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        root = math.isqrt(info.max) + 1
+        return [info.min, info.min + 1, info.max, info.max - 1, -1, 0, root, -root]
     info = torch.finfo(dtype)
     extremes = [info.max, info.max / 2, info.tiny]
     return [math.nan, math.inf, -math.inf, 0.0, -0.0] + extremes + [-v for v in extremes]
@@ -393,6 +478,8 @@ def _with_special_values(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     if int(torch.randint(5, (), generator=g)) < 2:                  # two in five: none
         return x
     pool = special_values(x.dtype)
+    if not pool:
+        return x
     few = torch.tensor([pool[int(i)] for i in torch.randint(len(pool), (2,), generator=g)], dtype=x.dtype)
     share = (0.05, 0.15, 0.4)[int(torch.randint(3, (), generator=g))]
     at = torch.rand(x.shape, generator=g) < share
