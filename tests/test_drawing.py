@@ -137,6 +137,23 @@ def test_a_fusion_kept_as_given_says_why():
     assert "eqsat kept it as given" in after and "why:" in after and "min_gain=0.9" in after
 
 
+def test_an_op_eqsat_does_not_model_is_drawn_and_leaves_the_estimate_alone():
+    # its output has no type the analyses know: the picture shows no shape for it, and the
+    # cost model still estimates the fusion (describing the tensors once failed on it)
+    def define(fd):
+        a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=eqsat.DataType.Float)
+        b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=eqsat.DataType.Float)
+        n, k, m = fd.ops.size(a, dim=0), fd.ops.size(a, dim=1), fd.ops.size(b, dim=1)
+        ab = fd.ops.broadcast_in_dim(a, shape=[n, k, m], broadcast_dims=[0, 1])
+        bb = fd.ops.broadcast_in_dim(b, shape=[n, k, m], broadcast_dims=[0, 2])
+        fd.add_output(fd.ops.sum(fd.ops.mul(ab, bb), dims=[1]))
+        fd.add_output(fd.ops.threshold(a, 3.0, 0.0))      # nvFuser's; eqsat does not model it
+
+    opt = eqsat.optimize_fusion(define, [torch.empty(512, 512, device="meta")] * 2, min_gain=0.05)
+    assert opt.report.estimated and opt.report.changed
+    assert "threshold" in kernel_graph_dot(opt)
+
+
 @pytest.mark.skipif(not HAS_DOT, reason=NO_DOT)
 @pytest.mark.parametrize("suffix, head", [(".svg", b"<?xml"), (".png", b"\x89PNG"), (".dot", b"digraph")])
 def test_the_picture_is_written_as_its_suffix_says(opt, tmp_path, suffix, head):

@@ -269,7 +269,7 @@ def _kernel_label(i: int, k: Kernel) -> str:
 
 
 def _tensor_text(t: Tensor) -> str:
-    dims = ", ".join(map(str, t.shape))
+    dims = "?" if t.shape is None else ", ".join(map(str, t.shape))
     return f"{SHORT_DTYPES.get(t.dtype, t.dtype)}[{dims}]"
 
 

@@ -136,7 +136,7 @@ class Tensor:
     definition's value (``T3``, as eqsat prints definitions), where known."""
 
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None      # None: unknown (the output of an op eqsat does not model)
     bytes: int
     output: bool = False
     source: str | None = None
@@ -328,7 +328,8 @@ class CostModel:
             if n in est.tensors:
                 continue
             node = nodes[n]
-            axes = sorted(bits(node.labels), key=lambda b: (b == inner.get(n), b))
+            known = node.labels >= 0     # an opaque op's output has no labels analysis: no shape
+            axes = sorted(bits(node.labels), key=lambda b: (b == inner.get(n), b)) if known else []
             source, of = None, ()
             if n in written:
                 pass
@@ -341,8 +342,8 @@ class CostModel:
                 of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
                 todo += of
             est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
-                                    tuple(self.extents.get(b, 1) for b in axes), self.nbytes(node),
-                                    n in outputs, source, of=of)
+                                    tuple(self.extents.get(b, 1) for b in axes) if known else None,
+                                    self.nbytes(node) if known else 0, n in outputs, source, of=of)
 
     def _priced(self, segments: list[Segment], segmenter: Segmenter, plans: dict[int, set[int]]) -> Estimate:
         """The kernels of ``segments`` priced, segment ``i`` recomputing ``plans[i]``."""
