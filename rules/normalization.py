@@ -17,14 +17,28 @@ def mean_as_sum(k, x: Term, R: Axes):
     return k.Mean(R, x), k.Div(k.Sum(R, x), k.Extent(R)), [k.floating(x), k.full_precision(x)]
 
 
+def _two_pass(k, x, R, C):
+    d = k.Sub(x, k.Mean(R, x))
+    return k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C)))
+
+
 @rule("normalization", reassociates=True)
 def variance_as_sums(k, x: Term, R: Axes, C: Correction):
-    """var_R(x; correction c) = sum_R((x - mean_R(x))^2) / (|R| - c), the two-pass form, for
-    c in {0, 1} (where |R| - c <= 0 only as 0/0, which both sides give as NaN).
+    """var_R(x; correction 0) = sum_R((x - mean_R(x))^2) / |R|, the two-pass form, at any
+    extent (nvFuser divides by max(0, |R| - c): over an empty axis both sides are 0/0, NaN).
 
     Special values: NaN and +-inf alike: an inf makes x - mean NaN, as it makes the variance
     NaN. Signed zero: a variance is +0.0 on both sides. Overflow: a square (x - mean)^2 may
     overflow where the variance does not (reassociates). Floating point only."""
-    d = k.Sub(x, k.Mean(R, x))
-    return (k.Var(R, C, x), k.Div(k.Sum(R, k.Mul(d, d)), k.Sub(k.Extent(R), k.Int(C))),
-            [k.floating(x), k.full_precision(x), k.zero_or_one(C)])
+    return k.Var(R, C, x), _two_pass(k, x, R, C), [k.floating(x), k.full_precision(x), k.disjoint(C, -1)]
+
+
+@rule("normalization", reassociates=True)
+def corrected_variance_as_sums(k, x: Term, R: Axes, C: Correction):
+    """var_R(x; correction 1) = sum_R((x - mean_R(x))^2) / (|R| - 1), where no axis of R can
+    be empty: nvFuser divides by max(0, |R| - 1), so over an empty axis the variance is 0 * inf,
+    NaN, where the two-pass form is 0 / -1, -0.0 (at |R| = 1 both are NaN).
+
+    Special values: as variance-as-sums. Floating point only."""
+    return (k.Var(R, C, x), _two_pass(k, x, R, C),
+            [k.floating(x), k.full_precision(x), k.zero_or_one(C), k.never_empty(R)])

@@ -110,8 +110,7 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
     nothing wraps around (|INT_MIN| < 0, 46341 * 46341 < 0 in Int32, sums and products of
     large non-negative integers, casts to narrower integers) are stated for floating results
     only; a max of values >= 0 only over axes of static extent >= 1 (over an empty axis it is
-    -inf, or an integer dtype's least value); a variance only for corrections 0 and 1 (nvFuser
-    divides by |R| - c, negative where c > |R| >= 2). The others hold for every dtype and
+    -inf, or an integer dtype's least value). The others hold for every dtype and
     extent (over an empty axis a min is +inf or the dtype's greatest value, a sum 0, a product
     1, a mean NaN)."""
     for u in (Exp, Sqrt, Sigmoid):                 # floating results whatever the operand
@@ -137,7 +136,8 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
         yield rule(red(r, a), nonneg(a)).then(nonneg(red(r, a)))
     for red in (Sum, Prod):
         yield rule(red(r, a), nonneg(a), floating(red(r, a))).then(nonneg(red(r, a)))
-    yield rule(Var(r, c, a), eq(c & i64(-2)).to(i64(0))).then(nonneg(Var(r, c, a)))
+    # nvFuser's variance: squares times 1 / max(0, |R| - c), >= 0 (+inf where |R| <= c) or NaN
+    yield rule(Var(r, c, a)).then(nonneg(Var(r, c, a)))
     yield rule(Extent(r)).then(nonneg(Extent(r)))
 
 

@@ -183,9 +183,9 @@ def _scalar_int_division(name: str, a: int, b: int) -> int:
     q = q if (a < 0) == (b < 0) else -q
     if name == "div":
         if q > _INT64_MAX:
-            raise FusionError(f"INT64_MIN / -1 overflows Int: nvFuser evaluates scalar arithmetic in "
-                              f"C++ on the host, where it is undefined (x86 traps); a quotient within "
-                              f"Int was expected")
+            raise FusionError("INT64_MIN / -1 overflows Int: nvFuser evaluates scalar arithmetic in "
+                              "C++ on the host, where it is undefined (x86 traps); a quotient within "
+                              "Int was expected")
         return q
     r = a - q * b                              # C's %: the sign of the dividend
     if name == "remainder" and r != 0 and (r < 0) != (b < 0):
@@ -454,13 +454,11 @@ class TorchOps:
         dims = _dims(dims, x.dim())
         if not dims:        # over no dims: one element each (torch would reduce them all)
             x, dims, keepdim = x.unsqueeze(-1), [x.dim()], False
-        count = math.prod(x.shape[d] for d in dims)
-        with warnings.catch_warnings():     # torch warns where count <= correction (handled here)
+        # nvFuser divides by max(0, |R| - c), as torch does (csrc/ops/normalization.cpp variance:
+        # the denominator clamped at 0, then its reciprocal): where |R| <= c, inf or NaN
+        with warnings.catch_warnings():     # torch warns where |R| <= correction
             warnings.simplefilter("ignore")
             var, mean = torch.var_mean(x, dim=dims, correction=correction, keepdim=keepdim)
-        if count < correction:      # nvFuser divides by count - correction; torch by max(0, it)
-            squares = ((x - x.mean(dim=dims, keepdim=True)) ** 2).sum(dim=dims, keepdim=keepdim)
-            var = squares / (count - correction)      # an empty axis, correction 1: 0 / -1 = -0.0
         return var.to(out), mean.to(out)
 
     def _cat_welford(self, name, arg, dims):
