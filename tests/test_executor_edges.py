@@ -312,3 +312,33 @@ def test_views_of_an_input_stay_views_as_nvfuser_returns_them():
     x = torch.randn(3, 4)
     p, b = eqsat.run_fusion(eqsat.from_function(define), [x], strict=True)
     assert p.data_ptr() == x.data_ptr() and b.stride() == (0, 4, 1)
+
+
+# -- against nvFuser itself: the values an H100 gave (bench/semantics_probe.py) -------------------
+
+PROBE = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100_semantics_probe_035_s37.json"
+
+
+@pytest.mark.parametrize("dtype", ["Int32", "Int"])
+@pytest.mark.parametrize("op", ["div", "fmod", "remainder", "truediv", "bitwise_left_shift",
+                                "bitwise_right_shift"])
+def test_the_executor_gives_what_nvfuser_gave_on_an_h100(op, dtype):
+    recorded = json.loads(PROBE.read_text())["nvfuser_direct"]["cases"][f"{op}_{dtype}"][0]["values"]
+    tdt = torch.int32 if dtype == "Int32" else torch.int64
+    info = torch.iinfo(tdt)
+    if "shift" in op:           # bench/semantics_probe.py's _shift operands
+        a = torch.tensor([1, -1, 5, -5, 1, -8], dtype=tdt)
+        b = torch.tensor([info.bits, info.bits, info.bits + 1, 2 * info.bits, -1, 1], dtype=tdt)
+    else:                       # its _binary operands; a division by zero is an error here instead
+        a = torch.tensor([info.min, info.min, 7, -7, 7, -7, 0, info.max], dtype=tdt)
+        b = torch.tensor([-1, 1, 0, 0, -2, 2, 0, -1], dtype=tdt)
+    keep = [i for i in range(len(a)) if op in ("truediv",) or "shift" in op or b[i] != 0]
+
+    def define(fd):
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DataType, dtype))
+        y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DataType, dtype))
+        fd.add_output(getattr(fd.ops, op)(x, y))
+
+    (got,) = eqsat.run_fusion(eqsat.from_function(define), [a[keep], b[keep]], strict=True)
+    want = [recorded[i] for i in keep]
+    assert [v if v == v else "nan" for v in got.tolist()] == [v if v == v else "nan" for v in want]
