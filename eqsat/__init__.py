@@ -22,14 +22,14 @@ _EXPORTS = {
     "OptimizedPair": "eqsat.crossfusion", "optimize_pair": "eqsat.crossfusion",
     "FusionError": "eqsat.errors",
     "OptimizedFusion": "eqsat.optimize", "estimate_fusion": "eqsat.optimize",
-    "optimize_fusion": "eqsat.optimize",
+    "optimize_fusion": "eqsat.optimize", "Options": "eqsat.pipeline.options",
 }
-_SUBPACKAGES = ("cost", "crossfusion", "egraph", "frontend", "ir", "lowering", "reference", "rules",
-                "testing", "thunder", "verification")
+_SUBPACKAGES = ("cost", "crossfusion", "egraph", "frontend", "ir", "lowering", "pipeline", "reference",
+                "rules", "testing", "thunder", "verification")
 
 __all__ = ["DataType", "FusionDefinition", "FusionError", "Fusion", "from_file", "from_function",
            "from_nvfuser", "from_source", "ingest", "run_fusion", "optimize_fusion", "estimate_fusion",
-           "OptimizedFusion", "optimize_pair", "OptimizedPair"]
+           "OptimizedFusion", "Options", "optimize_pair", "OptimizedPair"]
 
 if TYPE_CHECKING:       # for type checkers and editors: the same names, imported eagerly
     from eqsat.crossfusion import OptimizedPair, optimize_pair
@@ -39,6 +39,7 @@ if TYPE_CHECKING:       # for type checkers and editors: the same names, importe
     from eqsat.ir.dtypes import DataType
     from eqsat.ir.fusion import Fusion
     from eqsat.optimize import OptimizedFusion, estimate_fusion, optimize_fusion
+    from eqsat.pipeline.options import Options
     from eqsat.reference.torch_executor import run_fusion
 
 

@@ -28,7 +28,8 @@ NO_REASSOCIATE = ("leave out rules that reorder floating-point sums and products
 
 def _demo(args) -> int:
     from eqsat.frontend.ingest import from_function     # deferred: torch and egglog load slowly
-    from eqsat.optimize import optimize_fusion          # deferred: as above
+    from eqsat.pipeline.driver import optimize          # deferred: as above
+    from eqsat.pipeline.options import Options          # deferred: as above
     from eqsat.reference.compare import mismatch        # deferred: as above
     from eqsat.reference.torch_executor import run_fusion   # deferred: as above
     from eqsat.testing.seeds import SEEDS               # deferred: as above
@@ -38,7 +39,7 @@ def _demo(args) -> int:
         fusion = from_function(seed.model_ref)
         shape = seed.demo_shape
         print(f"== {seed.name}: {seed.summary}, at {'x'.join(map(str, shape))}")
-        opt = optimize_fusion(fusion, seed.make_inputs(*shape, device="meta"))
+        opt = optimize(fusion, seed.make_inputs(*shape, device="meta"), Options())
         print(opt.explain())
         print("\noptimized definition:")
         print(opt.source)
@@ -69,6 +70,15 @@ def _load_with_inputs(path, device, trust=False):
     return repro
 
 
+def _options(args, verify: str | None = None, cache_dir: str | None = None):
+    """The options of ``optimize`` and ``pair``, from their flags."""
+    from eqsat.pipeline.options import Options          # deferred: keeps --help fast
+
+    return Options(profile=args.profile, reassociate=not args.no_reassociate, min_gain=args.min_gain,
+                   recompute=not args.no_recompute, deadline_s=args.deadline, verify=verify,
+                   cache_dir=cache_dir)
+
+
 def _estimate_json(estimate, estimated: bool) -> dict | None:
     if not estimated:
         return None
@@ -78,18 +88,15 @@ def _estimate_json(estimate, estimated: bool) -> dict | None:
 def _optimize_cmd(args) -> int:
     from eqsat.cost.drawing import check_drawable, draw_kernels     # deferred: graphviz is only needed here
     from eqsat.lowering.source import MODULES, spliced_repro, style_of   # deferred: torch loads slowly
-    from eqsat.optimize import optimize_fusion          # deferred: torch and egglog load slowly
+    from eqsat.pipeline.driver import optimize          # deferred: torch and egglog load slowly
 
     if args.draw:
         check_drawable(args.draw)       # a bad suffix, or no `dot` to draw it, fails before optimizing
     # shapes are all the optimizer needs; verifying on the GPU runs the file's inputs
     repro = _load_with_inputs(args.file, "cpu" if args.verify_on_gpu else "meta", args.trust)
     fusion = repro.fusion.with_frontend(args.frontend or repro.frontend)
-    opt = optimize_fusion(fusion, repro.inputs, profile=args.profile,
-                          reassociate=not args.no_reassociate, min_gain=args.min_gain,
-                          recompute=not args.no_recompute, deadline_s=args.deadline,
-                          verify="gpu" if args.verify_on_gpu else None,
-                          cache_dir=args.cache_dir)
+    opt = optimize(fusion, repro.inputs, _options(args, verify="gpu" if args.verify_on_gpu else None,
+                                                  cache_dir=args.cache_dir))
     r = opt.report
     if args.output:
         b, a = r.before.time_us, r.after.time_us
@@ -131,9 +138,7 @@ def _pair_cmd(args) -> int:
     try:
         pair = optimize_pair(fwd.fusion.with_frontend(args.frontend or fwd.frontend),
                              bwd.fusion.with_frontend(args.frontend or bwd.frontend), links, fwd.inputs,
-                             bwd.inputs, profile=args.profile, min_gain=args.min_gain,
-                             reassociate=not args.no_reassociate, recompute=not args.no_recompute,
-                             deadline_s=args.deadline)
+                             bwd.inputs, options=_options(args))
     except LinkError as err:
         if err.filename is None and err.line is not None:      # the line is the backward's
             raise FusionError(err.message, line=err.line, op=err.op, filename=args.backward) from None
@@ -162,14 +167,15 @@ def _pair_cmd(args) -> int:
 
 
 def _check_cmd(args) -> int:
-    from eqsat.optimize import optimize_fusion          # deferred: torch and egglog load slowly
+    from eqsat.pipeline.driver import optimize          # deferred: torch and egglog load slowly
+    from eqsat.pipeline.options import Options          # deferred: as above
     from eqsat.reference.compare import mismatch        # deferred: as above
     from eqsat.reference.devices import fresh_copies    # deferred: as above
     from eqsat.reference.torch_executor import run_fusion   # deferred: as above
 
     repro = _load_with_inputs(args.file, "meta" if args.meta else "cpu", args.trust)   # torch runs on CPU
-    opt = optimize_fusion(repro.fusion, repro.inputs, reassociate=not args.no_reassociate,
-                          deadline_s=args.deadline)
+    opt = optimize(repro.fusion, repro.inputs, Options(reassociate=not args.no_reassociate,
+                                                       deadline_s=args.deadline))
     want = run_fusion(repro.fusion, fresh_copies(repro.inputs), seed=0)   # strides kept: an
     got = run_fusion(opt.fusion, fresh_copies(repro.inputs), seed=0)      # expanded input stays one
     if len(got) != len(want):

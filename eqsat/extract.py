@@ -18,8 +18,10 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
+from eqsat.cost.model import CostModel, Estimate, GNode
 from eqsat.cost.walks import reachable, topological
+from eqsat.deadline import NEVER, Cut, Deadline
+from eqsat.defaults import SEARCH_BUDGET
 from eqsat.egraph.egglog_text import NAME_TABLE
 from eqsat.egraph.terms import REDUCTIONS, SIGNATURES, TermGraph
 
@@ -133,14 +135,14 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
 
 @dataclass
 class Extraction:
-    """What :func:`extract` found: the best choice, the input's own, whether the deadline cut
-    the search (before it scored the input: ``base.estimate`` is None), and the best few
+    """What :func:`extract` found: the best choice, the input's own, the deadline's ``Cut``
+    where it cut the search (before it scored the input: ``base.estimate`` is None), the best few
     distinct candidates scored other than the input's, cheapest first (``best`` is the first
     where it is not the input's)."""
 
     best: Choice
     base: Choice
-    cut: bool = False
+    cut: Cut | None = None
     top: list[Choice] = field(default_factory=list)
     scored: int = 0             # whole candidates scored
     work: int = 0               # their nodes, summed (what the search budget counts)
@@ -185,30 +187,29 @@ class _Best:
 class _Scorer:
     """Whole-candidate scores, counted and timed: ``work`` is the nodes of the candidates
     scored, summed. A score is begun only if, at the longest one's duration so far
-    (``guess_s`` before the first), it would end before ``until``: the cost model is not
-    stopped once it runs."""
+    (``guess_s`` before the first), it would end before the ``deadline``, which also stops a
+    score that runs past it; ``cut`` is then the deadline's ``Cut``."""
 
-    def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float,
+    def __init__(self, roots: list[int], model: CostModel, deadline: Deadline, guess_s: float,
                  best: _Best):
-        self.roots, self.model, self.until, self.longest = roots, model, until, guess_s
-        self.cut = False
+        self.roots, self.model, self.deadline, self.longest = roots, model, deadline, guess_s
+        self.cut: Cut | None = None
         self.best = best
         self.work = 0
         self.scored = 0
 
     def affordable(self) -> bool:
-        if self.until is None or time.perf_counter() + self.longest < self.until:
+        if not self.deadline.passed(self.longest):
             return True
-        self.cut = True
+        self.cut = Cut("extraction")
         return False
 
     def __call__(self, pick: dict[int, GNode]) -> Estimate | None:
         began = time.perf_counter()
-        self.model.until = self.until
         try:
             estimate = _evaluate(pick, self.roots, self.model, self)
-        except EstimateCut:
-            self.cut = True
+        except Cut:
+            self.cut = Cut("extraction")
             return None
         finally:
             self.longest = max(self.longest, time.perf_counter() - began)
@@ -230,29 +231,26 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
     if any(not _valid(n) for n in nodes.values()):
         return None
     try:
-        return model.estimate(nodes, roots)
+        return model.estimate(nodes, roots, deadline=scorer.deadline)
     except ValueError:
         return None
 
 
-SEARCH_BUDGET = 30_000      # nodes scored by the local search, summed (the corpora use 6000 at most)
-
-
 def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget: int = SEARCH_BUDGET, budget_s: float | None = None, until: float | None = None,
+            budget: int = SEARCH_BUDGET, budget_s: float | None = None, deadline: Deadline = NEVER,
             guess_s: float = 0.0, keep: int = 3) -> Extraction:
     """The best choice found, the original's choice, and the ``keep`` best distinct candidates
     scored other than the original. ``original`` is the input's e-node for each of its
     classes. The local search stops where nothing improves, or once the candidates it scored
     hold ``budget`` nodes together (what decides a normal result, the same on any machine);
-    ``budget_s`` (seconds, None: none) and ``until`` (a ``perf_counter`` time: the deadline
-    over the whole) are backstops, and ``guess_s`` how long one whole-candidate score is
-    expected to take (see :class:`_Scorer`)."""
+    ``budget_s`` (seconds, None: none: the search's own time limit) and the ``deadline`` (over
+    the whole) are backstops, and ``guess_s`` how long one whole-candidate score is expected
+    to take (see :class:`_Scorer`)."""
     best = _Best(keep + 1)          # one more: the input's own may be among them
-    score = _Scorer(roots, model, until, guess_s, best)
+    score = _Scorer(roots, model, deadline, guess_s, best)
     if not score.affordable():
         base = Choice(dict(original), None)
-        return Extraction(base, base, cut=True, stop="deadline")
+        return Extraction(base, base, cut=score.cut, stop="deadline")
     base = Choice(dict(original), score(original))
     greedy = _additive(d, model)
     start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
@@ -261,8 +259,7 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
         start = Choice(start_pick, score(start_pick))
         if start.score < base.score:
             current = start
-    stop_at = None if budget_s is None else time.perf_counter() + budget_s
-    current, stop = _search(current, d, roots, score, _Budget(score, budget, stop_at))
+    current, stop = _search(current, d, roots, score, _Budget(score, budget, Deadline(budget_s)))
     # the input's own terms, recomputing chains, are a candidate of their own
     same = None if base.estimate is None or base.estimate.recomputed else base.estimate
     return Extraction(current, base, score.cut, best.without(same)[:keep], score.scored, score.work,
@@ -271,18 +268,17 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
 
 @dataclass
 class _Budget:
-    """When the local search stops: at ``work`` nodes scored, or at ``stop_at`` (a
-    ``perf_counter`` time, None: no time limit)."""
+    """When the local search stops: at ``work`` nodes scored, or at its time ``limit``."""
 
     scorer: _Scorer
     work: int
-    stop_at: float | None
+    limit: Deadline
 
     def spent(self) -> str:
         """Why the search must stop now ("budget", "time limit"), or ""."""
         if self.scorer.work >= self.work:
             return "budget"
-        if self.stop_at is not None and time.perf_counter() >= self.stop_at:
+        if self.limit.passed():
             return "time limit"
         return ""
 

@@ -207,9 +207,9 @@ def test_the_cli_draws_the_kernels(tmp_path, capsys):
 
 def test_the_cli_refuses_a_bad_picture_before_optimizing(tmp_path, capsys, monkeypatch):
     path = _repro(tmp_path)
-    import eqsat.optimize as optimize_module     # the optimize command imports it when it runs
+    import eqsat.pipeline.driver as driver       # the optimize command imports it when it runs
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", lambda *a, **k: pytest.fail("optimized"))
+    monkeypatch.setattr(driver, "optimize", lambda *a, **k: pytest.fail("optimized"))
     assert main(["optimize", str(path), "--draw", str(tmp_path / "kernels.jpeg")]) == 2
     assert "must end in one of" in capsys.readouterr().err
     monkeypatch.setenv("PATH", str(tmp_path))

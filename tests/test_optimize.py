@@ -198,9 +198,9 @@ def test_cli_check_keeps_expanded_inputs_expanded(tmp_path, capsys):
 def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
     path = _seed_file(tmp_path)
     assert main(["check", str(path)]) == 0
-    import eqsat.optimize as optimize_module     # the check command imports it when it runs
+    import eqsat.pipeline.driver as driver       # the check command imports it when it runs
 
-    real = optimize_module.optimize_fusion
+    real = driver.optimize
 
     def broken(*args, **kwargs):                 # an optimizer that changes the result
         opt = real(*args, **kwargs)
@@ -211,16 +211,16 @@ def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
         opt.fusion = eqsat.from_function(wrong)
         return opt
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", broken)
+    monkeypatch.setattr(driver, "optimize", broken)
     assert main(["check", str(path)]) == 1
     assert "output 0" in capsys.readouterr().out
 
 
 def test_cli_check_fails_on_an_output_too_many(tmp_path, capsys, monkeypatch):
-    import eqsat.optimize as optimize_module     # the check command imports it when it runs
+    import eqsat.pipeline.driver as driver       # the check command imports it when it runs
 
     path = _seed_file(tmp_path)
-    real = optimize_module.optimize_fusion
+    real = driver.optimize
 
     def one_more(*args, **kwargs):              # the right output, and one that was not asked for
         opt = real(*args, **kwargs)
@@ -233,7 +233,7 @@ def test_cli_check_fails_on_an_output_too_many(tmp_path, capsys, monkeypatch):
         opt.fusion = eqsat.from_function(extra)
         return opt
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", one_more)
+    monkeypatch.setattr(driver, "optimize", one_more)
     assert main(["check", str(path)]) == 1
     assert "2 outputs instead of 1" in capsys.readouterr().out
 

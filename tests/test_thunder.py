@@ -164,11 +164,11 @@ def test_an_unchanged_region_runs_thunders_own_definition():
 
 def test_each_new_input_signature_is_optimized_once(monkeypatch):
     """A symbolic definition called at two shapes with the same stride orders (one Thunder
-    definition): optimized once by optimize_fusion, then for the new shape through eqsat's
-    per-shape cache (OptimizedFusion.for_inputs); a record per signature."""
+    definition): optimized once (``eqsat.pipeline.driver.optimize``), then for the new shape
+    through eqsat's per-shape cache (OptimizedFusion.for_inputs); a record per signature."""
     calls = []
-    real = region_module.optimize_fusion
-    monkeypatch.setattr(region_module, "optimize_fusion", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = region_module.optimize
+    monkeypatch.setattr(region_module, "optimize", lambda *a, **k: calls.append(a) or real(*a, **k))
     region = seed_region()
     hook, report = hook_for(region)
     for shape in [(BIG, BIG), (BIG, BIG), (SMALL, SMALL), (BIG, BIG)]:
@@ -353,17 +353,17 @@ def test_without_nvfuser_regions_the_report_says_so_and_warns_once():
 # options and versions
 
 
-def test_the_options_become_optimize_fusions_arguments(tmp_path):
+def test_the_options_are_eqsat_options_passed_to_each_region(tmp_path):
     runner = FakeRunner([1.0])
     o = Options(verify="gpu", min_gain=0.1, deadline_s=None, rules=["mul-commutes", REWRITE],
                 reassociate=True, relower=True, limits=Limits(iterations=3), cache_dir=tmp_path, runner=runner,
                 profile="h200_host_fit")
-    kw = o.optimize_kwargs()
-    assert kw["rules"] == ("mul-commutes", REWRITE) and kw["verify"] == "gpu" and kw["runner"] is runner
-    assert isinstance(kw["profile"], Profile) and kw["limits"].iterations == 3 and kw["cache_dir"] == tmp_path
-    assert Options().optimize_kwargs()["deadline_s"] == DEADLINE_S
-    opt = eqsat.optimize_fusion(seeds.reduction_broadcast_ref, [meta(BIG, BIG)] * 2, **Options().optimize_kwargs())
-    assert opt.report.changed
+    assert isinstance(o, eqsat.Options)
+    assert o.rules == ("mul-commutes", REWRITE) and o.verify == "gpu" and o.runner is runner
+    assert isinstance(o.loaded_profile, Profile) and o.limits.iterations == 3 and o.cache_dir == tmp_path
+    assert Options().deadline_s == DEADLINE_S
+    opt = region_module.optimize(seeds.reduction_broadcast_ref, [meta(BIG, BIG)] * 2, Options())
+    assert opt.report.changed and opt.options == Options()
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

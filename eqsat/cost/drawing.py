@@ -33,7 +33,8 @@ from eqsat.errors import FusionError
 from .model import Estimate, Kernel, Tensor
 
 if TYPE_CHECKING:                   # annotations only
-    from eqsat.optimize import OptimizedFusion, Report
+    from eqsat.pipeline.driver import OptimizedFusion
+    from eqsat.pipeline.report import Report
 
 TEXT_SUFFIXES = (".dot", ".gv")             # DOT text: written without Graphviz
 DRAWN_SUFFIXES = (".svg", ".png", ".pdf")   # drawn by Graphviz's dot program

@@ -1,6 +1,6 @@
 """The cost model's measured error on a predicted saving, by the input's predicted kernel count
 and time: the margin a candidate's predicted saving must exceed before ``optimize_fusion`` keeps
-it (``eqsat.optimize._Margin``).
+it (``eqsat.pipeline.choose.margin``).
 
 A profile's optional ``error`` table (``bench/corpus.py --predict RUN.json ... --fit-error
 PROFILE.json`` fits it from recorded GPU runs) holds, for each bucket of the input's predicted

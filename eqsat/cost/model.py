@@ -47,10 +47,11 @@ count and bytes are not additive over nodes:
 """
 from __future__ import annotations
 
+import copy
 import math
-import time
 from dataclasses import dataclass, field
 
+from eqsat.deadline import NEVER, Deadline
 from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, RANDOM_OPS, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
@@ -197,18 +198,13 @@ def _counted(ops):
     return [f"{op}×{n}" if n > 1 else op for op, n in counts.items()]
 
 
-class EstimateCut(Exception):
-    """An estimate stopped at ``CostModel.until``: no reading of the candidate."""
-
-
 class CostModel:
-    until: float | None = None          # a perf_counter time an estimate stops at (EstimateCut)
-    recompute: bool = True              # estimate's default: candidates eqsat lowers recompute chains
-
     def __init__(self, profile: Profile, extents: dict[int, int],
                  links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
                  outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None,
-                 alias_segments: int = 0, output_count: int | None = None, shape_only=frozenset()):
+                 alias_segments: int = 0, output_count: int | None = None, shape_only=frozenset(),
+                 recompute: bool = True):
+        self.recompute = recompute      # estimate's default: candidates eqsat lowers recompute chains
         self.profile = profile
         self.extents = extents          # label bit -> extent
         self.links = links or {}        # kept op's output class -> (op, input classes)
@@ -266,14 +262,15 @@ class CostModel:
             return nodes[node.kids[0]].labels
         return node.labels
 
-    def check_deadline(self) -> None:
-        """Raise :class:`EstimateCut` once ``until`` has passed."""
-        if self.until is not None and time.perf_counter() > self.until:
-            raise EstimateCut("the deadline passed during an estimate")
+    def with_recompute(self, recompute: bool) -> "CostModel":
+        """This model with another default for ``estimate``'s ``recompute``."""
+        other = copy.copy(self)
+        other.recompute = recompute
+        return other
 
     def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
                  outputs: set[int] | None = None, inner: dict[int, int] | None = None,
-                 recompute: bool | None = None, shape_only=None) -> Estimate:
+                 recompute: bool | None = None, shape_only=None, deadline: Deadline = NEVER) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
         id, if not the model's own (which are by e-class). ``recompute`` (default the model's
@@ -281,14 +278,15 @@ class CostModel:
         it would read from another kernel where that is cheaper (the segmenter's
         ``recomputed_chains``; ``Estimate.recomputed`` says which); False for a definition run
         as written. ``shape_only`` (default the model's own): roots only a shape query reads,
-        which no kernel writes."""
+        which no kernel writes. Raises :class:`eqsat.deadline.Cut` where the ``deadline`` passes
+        before it ends."""
         inner = self.inner if inner is None else inner
         outputs = self.outputs if outputs is None else outputs
         recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
         sinks -= self.shape_only if shape_only is None else set(shape_only)
         segmenter = Segmenter(self, nodes, order, sinks, barriers, inner,
-                              set(outputs) if outputs is not None else set(roots))
+                              set(outputs) if outputs is not None else set(roots), deadline)
         segmenter.merge()
         segments = segmenter.segments()
         est = self._priced(segments, segmenter, {})

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eqsat.deadline import NEVER, Deadline
 from eqsat.egraph.terms import DTYPES
 from eqsat.egraph.terms import INDEXING as INDEXING_TERMS
 from eqsat.egraph.terms import ELEMENTWISE as ELEMENTWISE_TERMS
@@ -82,7 +83,7 @@ GRID_MIN = 8192
 GRID_MAX_KEPT = 64
 # the most nodes a kernel recomputes from the inputs in place of one value it would read
 RECOMPUTE_MAX_NODES = 32
-DEADLINE_EVERY = 256        # pairs tried between two looks at the model's deadline
+DEADLINE_EVERY = 256        # pairs tried between two looks at the deadline
 # the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
 # chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
 # the register file (128 KiB) and the shared memory a block may opt in to (227 KiB on the
@@ -130,15 +131,16 @@ class Segment:
 
 class Segmenter:
     """Merges the compute nodes of a candidate into groups (:meth:`merge`), then reads each
-    group as nvFuser's kernels (:meth:`segments`). ``model`` is the cost model (its ``numel``,
-    ``space`` and deadline); ``order``: the nodes in topological order; ``sinks``: what the
-    kernels must write (outputs, barriers' inputs); ``barriers``: a barrier op's output -> its
-    inputs; ``inner``: node -> the label of its innermost dim; ``outputs``: the fusion's
-    outputs."""
+    group as nvFuser's kernels (:meth:`segments`). ``model`` is the cost model (its ``numel``
+    and ``space``); ``order``: the nodes in topological order; ``sinks``: what the kernels must
+    write (outputs, barriers' inputs); ``barriers``: a barrier op's output -> its inputs;
+    ``inner``: node -> the label of its innermost dim; ``outputs``: the fusion's outputs;
+    ``deadline``: where merging stops (:class:`eqsat.deadline.Cut`)."""
 
     def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict,
-                 outputs: set[int]):
+                 outputs: set[int], deadline: Deadline = NEVER):
         self.model, self.nodes, self.sinks, self.outputs = model, nodes, sinks, outputs
+        self.deadline = deadline
         self.inner = dict(inner)        # with what :meth:`innermost` derives (per candidate)
         self.factories = self.recomputed_factories(order)
         self.consumers = consumers_of(nodes, order)
@@ -223,13 +225,13 @@ class Segmenter:
         """Merge the groups of each pair where the rules allow it and no cycle forms; a second
         pass where the first merged anything (in topological order one pass nearly always does)."""
         groups, graph, find = self.groups, self.graph, self.graph.find
-        until = self.model.until
+        deadline = self.deadline
         changed, passes = True, 0
         while changed and passes < 2:
             changed, passes = False, passes + 1
             for i, (n, c) in enumerate(pairs):
-                if until is not None and i % DEADLINE_EVERY == 0:
-                    self.model.check_deadline()
+                if i % DEADLINE_EVERY == 0:
+                    deadline.check("an estimate")
                 a, b = find(n), find(c)
                 if a == b or (pointwise_only and (groups[a].keys or groups[b].keys)):
                     continue

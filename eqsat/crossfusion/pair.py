@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -37,14 +37,20 @@ from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.dtypes import to_torch
 from eqsat.ir.fusion import Fusion
-from eqsat.optimize import DEFAULT_EXTENT, MIN_GAIN, OptimizedFusion, concrete_extents, estimate_fusion, \
-    optimize_fusion
+from eqsat.defaults import MIN_GAIN
+from eqsat.pipeline.context import concrete_extents
+from eqsat.pipeline.driver import OptimizedFusion, estimate, optimize
+from eqsat.pipeline.options import Options
 
 from .matching import common_values
 from .surgery import input_definition, with_inputs, with_outputs
 
 _BROADCASTS = ("broadcast", "broadcast_in_dim", "expand")
 EXHAUSTIVE = 4      # candidate sets scored one by one up to this many candidates; greedily above
+# the least predicted saving of the pair over the two fusions optimized apart worth passing
+# values, where min_gain is not given: a fixed margin, since the profile's error table measures
+# the error on one fusion's saving, not on a pair's
+PAIR_MIN_GAIN = MIN_GAIN
 
 
 class LinkError(FusionError):
@@ -128,30 +134,29 @@ class OptimizedPair:
         return [*backward_inputs, *(forward_outputs[s.forward_output] for s in self.saved)]
 
 
-def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward_inputs: Sequence[Any] | None = None,
-                  backward_inputs: Sequence[Any] | None = None, *, profile=None, min_gain: float | None = None,
-                  default_extent: int = DEFAULT_EXTENT, **options) -> OptimizedPair:
+def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int],
+                  forward_inputs: Sequence[Any] | None = None, backward_inputs: Sequence[Any] | None = None, *,
+                  options: Options | None = None, **keywords) -> OptimizedPair:
     """Optimize a forward and a backward fusion together (the module's docstring).
 
     ``links`` maps a backward input position to the forward input position it is the same
     tensor as (``{0: 0, 1: 1}``: the backward's first two inputs are the forward's). The inputs
-    give the extents, as in :func:`eqsat.optimize_fusion`, which takes ``options`` for each fusion.
-    Saved values are kept where the pair's predicted saving over the two fusions optimized
-    apart exceeds ``min_gain`` (a fraction; default ``MIN_GAIN``, 5%). ``verify`` is not
-    supported here: the two fusions are timed apart, not as a pair."""
-    if options.get("verify"):
+    give the extents, as in :func:`eqsat.optimize_fusion`. ``options`` (an :class:`eqsat.Options`,
+    or its fields as keywords) are each fusion's; saved values are kept where the pair's
+    predicted saving over the two fusions optimized apart exceeds ``options.min_gain``
+    (a fraction; where None, ``PAIR_MIN_GAIN``, 5%, and each fusion's own margin is the cost
+    model's measured error). ``verify`` is not supported here: the two fusions are timed apart,
+    not as a pair."""
+    if options is not None and keywords:
+        raise TypeError("give optimize_pair an Options or its fields as keywords, not both")
+    if keywords.get("verify") or (options is not None and options.verify):
         raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
+    options = options if options is not None else Options(**keywords)
     fwd, bwd = ingest(forward), ingest(backward)
     _check_links(fwd, bwd, links)
     own = len(fwd.outputs)
-    margin = MIN_GAIN if min_gain is None else min_gain
     common = common_values(fwd, bwd, links)
-    options = dict(options, profile=profile, default_extent=default_extent)
-
-    def optimized(fusion, inputs):
-        return optimize_fusion(fusion, inputs, min_gain=min_gain, **options)
-
-    apart = optimized(fwd, forward_inputs), optimized(bwd, backward_inputs)
+    apart = optimize(fwd, forward_inputs, options), optimize(bwd, backward_inputs, options)
     apart_us = sum(o.report.after.time_us for o in apart)
     before_us = sum(o.report.before.time_us for o in apart)
     report = PairReport(before_us, apart_us, apart_us)
@@ -160,45 +165,64 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward
     if unestimated:
         report.notes.append(f"no cost-model estimate of {' or '.join(unestimated)}; nothing saved")
         return OptimizedPair(*apart, [], report, own)
-    extents = concrete_extents(bwd, backward_inputs, None, default_extent)
-    candidates = _candidates(bwd, common, extents)
+    pair = _Pair(fwd, bwd, common, (forward_inputs, backward_inputs), options)
+    candidates = _candidates(bwd, common, pair.extents)
     if not candidates:
         report.notes.append("the backward recomputes nothing small the forward computes")
         return OptimizedPair(*apart, [], report, own)
-
-    def variant(saved: tuple[int, ...]) -> tuple[Variant, Fusion, list[int], Fusion, list] | None:
-        """The set ``saved`` scored, the forward writing them (and which outputs they are),
-        the backward reading them and its inputs; None where a smaller set does as well."""
-        f, where = with_outputs(fwd, [common[v] for v in saved])
-        b = with_inputs(bwd, saved)
-        if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
-            return None         # a saved value the others make unneeded
-        extra = _saved_inputs(bwd, saved, extents, backward_inputs)
-        b_inputs = None if backward_inputs is None else [*backward_inputs, *extra]
-        t = estimate_fusion(f, forward_inputs, profile=profile, default_extent=default_extent).time_us + \
-            estimate_fusion(b, b_inputs, profile=profile, default_extent=default_extent).time_us
-        return Variant(saved, t), f, where, b, b_inputs
-
-    scored = _search(candidates, variant)
+    scored = _search(candidates, pair.variant)
     report.variants = [s[0] for s in scored]
     best = min(scored, key=lambda s: s[0].time_us, default=None)
     if best is None:
         report.notes.append("no set of saved values could be scored")
         return OptimizedPair(*apart, [], report, own)
     v, f, where, b, b_inputs = best
-    pair = optimized(f, forward_inputs), optimized(b, b_inputs)
-    after_us = sum(o.report.after.time_us for o in pair)
+    together = optimize(f, forward_inputs, options), optimize(b, b_inputs, options)
+    after_us = sum(o.report.after.time_us for o in together)
     saving = 1 - after_us / apart_us if apart_us > 0 else 0.0
+    margin = PAIR_MIN_GAIN if options.min_gain is None else options.min_gain
     if saving <= margin:
         report.notes.append(f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
                             f"not above the margin {margin:.0%}; the fusions are optimized apart")
         return OptimizedPair(*apart, [], report, own)
-    saved = []
-    for i, (s, o) in enumerate(zip(v.saved, where)):
-        shape, _, dtype = input_definition(bwd.types[s], _describe(bwd, s))   # as the backward reads it
-        saved.append(SavedValue(common[s], s, bwd.producer[s].op, str(dtype), shape, o, len(bwd.inputs) + i))
+    saved = [pair.saved_value(s, o, i) for i, (s, o) in enumerate(zip(v.saved, where))]
     report.after_us, report.saved = after_us, saved
-    return OptimizedPair(*pair, saved, report, own)
+    return OptimizedPair(*together, saved, report, own)
+
+
+class _Pair:
+    """The two definitions as given, the backward values the forward computes by the same
+    calls (backward value -> forward value), the inputs (forward, backward), the options, and
+    the backward's extents."""
+
+    def __init__(self, fwd: Fusion, bwd: Fusion, common: Mapping[int, int], inputs: tuple,
+                 options: Options):
+        self.fwd, self.bwd, self.values = fwd, bwd, common
+        self.forward_inputs, self.backward_inputs = inputs
+        self.scoring = options if options.extents is None else replace(options, extents=None)
+        self.extents = concrete_extents(bwd, self.backward_inputs, None, options.default_extent)
+
+    def variant(self, saved: tuple[int, ...]) -> tuple[Variant, Fusion, list[int], Fusion, list] | None:
+        """The set ``saved`` scored, the forward writing them (and which outputs they are),
+        the backward reading them and its inputs; None where a smaller set does as well."""
+        bwd = self.bwd
+        f, where = with_outputs(self.fwd, [self.values[v] for v in saved])
+        b = with_inputs(bwd, saved)
+        if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
+            return None         # a saved value the others make unneeded
+        extra = _saved_inputs(bwd, saved, self.extents, self.backward_inputs)
+        b_inputs = None if self.backward_inputs is None else [*self.backward_inputs, *extra]
+        t = (estimate(f, self.forward_inputs, self.scoring).time_us
+             + estimate(b, b_inputs, self.scoring).time_us)
+        return Variant(saved, t), f, where, b, b_inputs
+
+    def saved_value(self, value: int, output: int, i: int) -> SavedValue:
+        """The backward value ``value``, saved as the forward's output ``output``, the ``i``-th saved."""
+        bwd = self.bwd
+        # its shape and dtype as the backward reads it
+        shape, _, dtype = input_definition(bwd.types[value], _describe(bwd, value))
+        return SavedValue(self.values[value], value, bwd.producer[value].op, str(dtype), shape, output,
+                          len(bwd.inputs) + i)
 
 
 def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:

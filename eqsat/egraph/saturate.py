@@ -4,7 +4,7 @@ One prepared EGraph, made once per process on a thread of its own (:func:`in_ses
 holds every declaration and compiled ruleset (compiling them takes a fraction of a second);
 each fusion is worked on inside ``push``/``pop``. A run alternates one pass of the chosen
 rewrite rules with the analysis rules to saturation, and stops when nothing changes or at the
-first limit reached (iterations, e-nodes, wall time, a deadline given by the caller); the
+first limit reached (iterations, e-nodes, its own time limit, the caller's deadline); the
 e-graph is valid at every stop. Where the deadline cuts the analyses themselves, some classes
 have none: extraction leaves those out.
 """
@@ -19,6 +19,8 @@ from concurrent.futures import Future
 from typing import Callable, Iterable, TypeVar
 
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
+
+from eqsat.deadline import NEVER, Deadline
 
 from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text
@@ -125,16 +127,16 @@ class Session:
         """E-nodes and analysis rows (the name table is not among the functions counted)."""
         return sum(n for _, n in self.eg.all_function_sizes())
 
-    def insert(self, enc: Encoding, scope: int, until: float | None = None) -> bool:
+    def insert(self, enc: Encoding, scope: int, deadline: Deadline = NEVER) -> bool:
         """The encoding's terms, named ``scope`` (see :func:`term_ref`), with their facts; in
-        parts of ``INSERT_PART`` terms, and False where ``until`` (a ``perf_counter`` time)
-        passed before the last (the e-graph then holds only some of them)."""
+        parts of ``INSERT_PART`` terms, and False where the ``deadline`` passed before the last
+        (the e-graph then holds only some of them)."""
         nonneg = {t for t, n in enumerate(enc.graph.nodes) if n.op in ("Num", "Int") and n.attrs[0] >= 0}
         codes = set(enc.dtype.values()) | {n.attrs[0] for n in enc.graph.nodes if n.op == "Cast"}
         drawn = {t for t, (op, _) in enc.links.items() if op in RANDOM_OPS}
         run_text(self.eg, dtype_tables(codes) + f"\n(set (nonempty_labels) {enc.nonempty})")
         for first in range(0, len(enc.graph.nodes), INSERT_PART):
-            if until is not None and time.perf_counter() >= until:
+            if deadline.passed():
                 return False
             terms = range(first, min(first + INSERT_PART, len(enc.graph.nodes)))
             run_text(self.eg, named_program(enc.graph, scope, enc.labels, enc.dtype, nonneg, terms, drawn))
@@ -144,26 +146,26 @@ class Session:
         """A term graph's terms, named ``scope``, without facts."""
         run_text(self.eg, named_program(graph, scope, {}, {}))
 
-    def analyse(self, until: float | None = None) -> bool:
-        """Run the analysis rules to saturation, or until ``until`` (a ``perf_counter`` time);
-        whether they saturated. They run in chunks of 8, 16, ... 1024 iterations, the deadline
+    def analyse(self, deadline: Deadline = NEVER) -> bool:
+        """Run the analysis rules to saturation, or until the ``deadline``; whether they
+        saturated. They run in chunks of 8, 16, ... 1024 iterations, the deadline
         looked at between chunks: egglog's saturate cannot be stopped, and a chain's analyses
         take one iteration per op."""
         chunk = 8
         while _changes(self.eg, analysis * chunk):
-            if until is not None and time.perf_counter() >= until:
+            if deadline.passed():
                 return False
             chunk = min(2 * chunk, 1024)
         return True
 
-    def saturate(self, rules: tuple[str, ...], limits: Limits, until: float | None = None) -> Saturation:
+    def saturate(self, rules: tuple[str, ...], limits: Limits, deadline: Deadline = NEVER) -> Saturation:
         """Analyse, then alternate one pass of ``rules`` with the analyses until nothing changes
-        or a limit is reached; ``until`` (a ``perf_counter`` time) is a deadline that also cuts
-        the analyses (``Saturation.analysed`` False: the input's own are not all known)."""
+        or a limit is reached; the ``deadline`` also cuts the analyses (``Saturation.analysed``
+        False: the input's own are not all known)."""
         eg = self.eg
         start = time.perf_counter()
-        clock = _Clock(start, limits, until)
-        if not self.analyse(until):
+        clock = _Clock(Deadline(limits.seconds), deadline)
+        if not self.analyse(deadline):
             return Saturation("deadline", 0, self.size(), time.perf_counter() - start, analysed=False)
         fired: dict[str, int] = {}
         stop, iterations = "saturated", 0
@@ -188,7 +190,7 @@ class Session:
             report = eg.run(1, ruleset=rewrites)
             iterations += 1
             _count_matches(report, fired)
-            analysed = self.analyse(until)
+            analysed = self.analyse(deadline)
             nodes = self.size()
             step_s, growth = time.perf_counter() - step_start, max(1.0, nodes / max(before, 1))
             if not analysed:
@@ -207,20 +209,19 @@ class Session:
 
 
 class _Clock:
-    """The time limit of one saturation and the deadline over it: the one that comes first
-    stops it, and names the stop ("time limit" or "deadline")."""
+    """The time limit of one saturation (``Limits.seconds``, its own backstop) and the deadline
+    over it: the one that comes first stops it, and names the stop ("time limit" or
+    "deadline")."""
 
-    def __init__(self, start: float, limits: Limits, until: float | None):
-        self.limit_at = start + limits.seconds
-        self.until = until
+    def __init__(self, limit: Deadline, deadline: Deadline):
+        self.limit, self.deadline = limit, deadline
 
     def passed(self, ahead: float, *, first: bool) -> str:
         """The stop that ``ahead`` seconds from now would pass, or "". The time limit lets a
         first iteration run whatever it is; the deadline does not."""
-        at = time.perf_counter() + ahead
-        if self.until is not None and self.until < self.limit_at:
-            return "deadline" if at >= self.until else ""
-        return "time limit" if not first and at >= self.limit_at else ""
+        if self.deadline.ends_before(self.limit):
+            return "deadline" if self.deadline.passed(ahead) else ""
+        return "time limit" if not first and self.limit.passed(ahead) else ""
 
 
 def _changes(eg: EGraph, schedule) -> bool:

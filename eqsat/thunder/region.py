@@ -25,7 +25,7 @@ import torch
 
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.fusion import Fusion
-from eqsat.optimize import OptimizedFusion, optimize_fusion
+from eqsat.pipeline.driver import OptimizedFusion, optimize
 from eqsat.reference.devices import fresh_copies
 
 from .options import Options
@@ -127,7 +127,6 @@ class RegionHook:
         self.report = report
         self.compile = compile or compile_nvfuser
         self.ops = region_ops(getattr(thunder_region, "name", "") or "")
-        self._kwargs = options.optimize_kwargs()
         self._enable = list(getattr(thunder_region, "enable_options", None) or [])
         self._disable = list(getattr(thunder_region, "disable_options", None) or [])
         self._entries: dict[tuple, _Entry] = {}
@@ -197,7 +196,7 @@ class RegionHook:
         if optimized is not None:
             return optimized.for_inputs(self._inputs(optimized.original, args))
         fusion = ingest(thunder_fd)
-        optimized = optimize_fusion(fusion, self._inputs(fusion, args), **self._kwargs)
+        optimized = optimize(fusion, self._inputs(fusion, args), self.options)
         self._optimized[descriptors] = optimized
         return optimized
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass, field
 
-from eqsat.optimize import Report
+from eqsat.pipeline.report import Report
 
 
 @dataclass

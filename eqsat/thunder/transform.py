@@ -57,15 +57,16 @@ class Optimize(Transform):
     """``thunder.jit(model, transforms=[eqsat.thunder.Optimize()])``: every nvFuser region
     Thunder builds, forward and backward, is optimized by eqsat for the inputs of its first
     call (and again for each new input signature), and runs as eqsat rewrote it where eqsat
-    changed it. Options (``Options``, or its fields as keywords): ``verify="gpu"``,
-    ``min_gain``, ``deadline_s``, ``profile``, ``rules``, ``reassociate``, ``relower``,
-    ``recompute``, ``limits``, ``cache_dir``, ``runner``. ``report``: a record per region and input
-    signature (``print(transform.report)``)."""
+    changed it. Options: an ``eqsat.Options`` (checked further as ``eqsat.thunder.Options``),
+    or its fields as keywords (``verify="gpu"``, ``min_gain``, ``deadline_s``, ``profile``,
+    ``rules``, ``reassociate``, ``relower``, ``recompute``, ``limits``, ``cache_dir``,
+    ``runner``, ...). ``report``: a record per region and input signature
+    (``print(transform.report)``)."""
 
     def __init__(self, options: Options | None = None, **kwargs):
         if options is not None and kwargs:
             raise TypeError("give Optimize an Options or its fields as keywords, not both")
-        self.options = options if options is not None else Options(**kwargs)
+        self.options = Options.of(options) if options is not None else Options(**kwargs)
         self.report = ThunderReport()
 
     def transform_trace_post_optimization(self, computation_trace, **kwargs):
