@@ -335,14 +335,37 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="optimize the seed fusions and show what changed")
     demo.set_defaults(handler=_demo)
+    _show_parser(sub)
+    _optimize_parser(sub)
+    pair = _pair_parser(sub)
+    _check_parser(sub)
+    _rules_parser(sub)
+    return parser, pair
+
+
+def _file_options(command, deadline: str | None = None) -> None:
+    """``--deadline`` (where ``deadline`` is given: what it adds to the help) and ``--trust``."""
+    if deadline is not None:
+        command.add_argument("--deadline", type=_seconds, default=DEADLINE_S, metavar="SECONDS",
+                             help=DEADLINE_HELP.format(default=DEADLINE_S) + deadline)
+    command.add_argument("--trust", action="store_true",
+                         help="run the file as Python (by default it is read, and nothing in it runs)")
+
+
+def _show_parser(sub) -> None:
     show = sub.add_parser("show", help="read a repro file (nothing in it runs) and print its Fusion IR")
     show.add_argument("file")
     show.add_argument("--source", action="store_true", help="also print the re-emitted definition")
     show.add_argument("--style", choices=["classic", "direct"],
                       help="print style of --source (default: that of the file's frontend)")
     show.add_argument("--run", action="store_true", help="run it on the file's inputs (torch executor)")
-    show.add_argument("--json", action="store_true", help="print the IR (inputs, ops, outputs, types) as JSON")
+    show.add_argument("--json", action="store_true",
+                      help="print the IR (inputs, ops, outputs, types) as JSON")
     show.set_defaults(handler=_show)
+    _file_options(show)
+
+
+def _optimize_parser(sub) -> None:
     opt = sub.add_parser("optimize", help="optimize a repro file (definition + inputs); print the "
                                           "report and the optimized definition")
     opt.add_argument("file")
@@ -367,6 +390,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     opt.add_argument("--cache-dir", help="the folder of eqsat's cache for --verify-on-gpu (default "
                                          "$EQSAT_CACHE_DIR, else ~/.cache/eqsat)")
     opt.set_defaults(handler=_optimize_cmd)
+    _file_options(opt, "")
+
+
+def _pair_parser(sub) -> argparse.ArgumentParser:
     pair = sub.add_parser("pair", help="optimize a forward and a backward repro file together: the "
                                         "forward writes small values the backward recomputes from a "
                                         "shared input (a logsumexp, say) as extra outputs, the backward "
@@ -388,6 +415,12 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      "each fusion's own optimization (by default the cost model's measured error, as in "
                      "optimize)")
     pair.set_defaults(handler=_pair_cmd)
+    _file_options(pair, " (each fusion is optimized alone, then the best pair found again; the deadline "
+                        "is per optimization)")
+    return pair
+
+
+def _check_parser(sub) -> None:
     chk = sub.add_parser("check", help="run a repro file as given and optimized through the torch "
                                        "executor; exit 1 if they differ beyond dtype tolerance")
     chk.add_argument("file")
@@ -396,6 +429,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     chk.add_argument("--no-reassociate", action="store_true", help=NO_REASSOCIATE)
     chk.add_argument("--json", action="store_true", help="print the verdict as JSON")
     chk.set_defaults(handler=_check_cmd)
+    _file_options(chk, "")
+
+
+def _rules_parser(sub) -> None:
     rules = sub.add_parser("rules", help="list or verify the rewrite rules")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     listing = rules_sub.add_parser("list", help="the rules, by family: [reassociates] reorders "
@@ -412,14 +449,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     ver.add_argument("--cases", type=_positive, default=100, help="cases per rule (default 100)")
     ver.add_argument("--seed", type=int, default=0)
     ver.set_defaults(handler=_rules_verify)
-    for command, per in ((opt, ""), (chk, ""), (pair, " (each fusion is optimized alone, then the best "
-                                                       "pair found again; the deadline is per optimization)")):
-        command.add_argument("--deadline", type=_seconds, default=DEADLINE_S, metavar="SECONDS",
-                             help=DEADLINE_HELP.format(default=DEADLINE_S) + per)
-    for command in (show, opt, pair, chk):
-        command.add_argument("--trust", action="store_true",
-                             help="run the file as Python (by default it is read, and nothing in it runs)")
-    return parser, pair
 
 
 def main(argv=None) -> int:
