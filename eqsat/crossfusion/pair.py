@@ -135,7 +135,8 @@ class OptimizedPair:
 
 
 def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int],
-                  forward_inputs: Sequence[Any] | None = None, backward_inputs: Sequence[Any] | None = None, *,
+                  forward_inputs: Sequence[Any] | None = None,
+                  backward_inputs: Sequence[Any] | None = None, *,
                   options: Options | None = None, **keywords) -> OptimizedPair:
     """Optimize a forward and a backward fusion together (the module's docstring).
 
@@ -231,8 +232,8 @@ def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
             raise LinkError(f"links: backward input {b} -> forward input {f} is out of range (the backward "
                               f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})")
         tb, tf = bwd.types[bwd.inputs[b]], fwd.types[fwd.inputs[f]]
-        if getattr(tb, "dtype", None) != getattr(tf, "dtype", None) or \
-                getattr(tb, "rank", None) != getattr(tf, "rank", None):
+        if (getattr(tb, "dtype", None) != getattr(tf, "dtype", None)
+                or getattr(tb, "rank", None) != getattr(tf, "rank", None)):
             raise LinkError(f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
                               f"({_describe_type(tf)}): dtype and rank must agree",
                               line=bwd.producer[bwd.inputs[b]].line, op="fd.define_tensor")
@@ -266,7 +267,8 @@ def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, in
     outputs = {o.value for o in bwd.outputs}
     frontier = set()
     for v in small - outputs:       # a backward output the forward computes: the caller has it already
-        if any(not small.issuperset(c.outputs) or outputs.intersection(c.outputs) for c in consumers.get(v, ())):
+        if any(not small.issuperset(c.outputs) or outputs.intersection(c.outputs)
+               for c in consumers.get(v, ())):
             while bwd.producer[v].op in _BROADCASTS and (u := next(bwd.producer[v].refs()).id) in small:
                 v = u           # save the value before it is broadcast; the backward broadcasts it
             frontier.add(v)
@@ -281,7 +283,8 @@ def _search(candidates: list[int], variant) -> list:
         return [r for s in subsets if (r := variant(s)) is not None]
     scored, chosen, best = [], (), math.inf
     while True:
-        trials = [r for c in candidates if c not in chosen if (r := variant(tuple(sorted(chosen + (c,))))) is not None]
+        trials = [r for c in candidates if c not in chosen
+                  if (r := variant(tuple(sorted(chosen + (c,))))) is not None]
         scored += trials
         top = min(trials, key=lambda r: r[0].time_us, default=None)
         if top is None or top[0].time_us >= best:
@@ -291,7 +294,8 @@ def _search(candidates: list[int], variant) -> list:
 
 def _used(fusion: Fusion, position: int) -> bool:
     vid = fusion.inputs[position]
-    return any(r.id == vid for n in fusion.nodes for r in n.refs()) or any(o.value == vid for o in fusion.outputs)
+    return (any(r.id == vid for n in fusion.nodes for r in n.refs())
+            or any(o.value == vid for o in fusion.outputs))
 
 
 def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequence[Any] | None) -> list:

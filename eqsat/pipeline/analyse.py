@@ -90,8 +90,9 @@ def analyse(fusion: Fusion, concrete: dict[int, int], profile: Profile, *, rules
     shown = sat if rewrite else None
     if cut is not None:
         return Analysis(enc, None, {}, {}, [], None, shown, cut=cut, phases=phases)
-    a = _choices(fusion, enc, d, scope, concrete, profile, shown, recompute)
-    a.phases = phases
+    cls = {tid: d.names[scope, tid] for tid in range(len(enc.graph.nodes))}
+    a = Analysis(enc, d, cls, _original(enc, d, cls), sorted({cls[t] for t in enc.roots.values()}),
+                 _model(fusion, enc, cls, concrete, profile, recompute), shown, phases=phases)
     _estimate(fusion, a, deadline)
     phases["extract"] = time.perf_counter() - saturated      # the dump, and the input's estimate
     return a
@@ -122,16 +123,19 @@ def _cut_before_extraction(sat: Saturation | None, deadline: Deadline, encode_s:
     return None
 
 
-def _choices(fusion: Fusion, enc: Encoding, d: Dump, scope: int, concrete: dict, profile: Profile,
-             sat: Saturation | None, recompute: bool) -> Analysis:
-    """The input's own choice (class -> GNode), its roots, and the cost model over classes."""
-    cls = {tid: d.names[scope, tid] for tid in range(len(enc.graph.nodes))}
+def _original(enc: Encoding, d: Dump, cls: dict[int, int]) -> dict[int, GNode]:
+    """The input's own choice: class -> the e-node of its first term."""
     original: dict[int, GNode] = {}
     for tid, node in enumerate(enc.graph.nodes):
         c = cls[tid]
         original.setdefault(c, GNode(node.op, node.attrs, tuple(cls[k] for k in node.kids),
                                      d.labels.get(c, -1), d.dtype.get(c, -1)))
-    roots = sorted({cls[t] for t in enc.roots.values()})
+    return original
+
+
+def _model(fusion: Fusion, enc: Encoding, cls: dict[int, int], concrete: dict, profile: Profile,
+           recompute: bool) -> CostModel:
+    """The cost model over the e-classes, at the ``concrete`` extents."""
     links = {cls[leaf]: (op, tuple(cls[t] for t in ins)) for leaf, (op, ins) in enc.links.items()}
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     aliased = sum(1 for o in fusion.outputs if o.alias_input is not None)
@@ -141,7 +145,7 @@ def _choices(fusion: Fusion, enc: Encoding, d: Dump, scope: int, concrete: dict,
                       inner={cls[t]: b for t, b in inner.items()},
                       alias_segments=len(alias_output_sources(fusion)), output_count=len(fusion.outputs),
                       shape_only={cls[t] for t in enc.shape_only}, recompute=recompute)
-    return Analysis(enc, d, cls, original, roots, model, sat)
+    return model
 
 
 def _estimate_input(fusion: Fusion, a: Analysis, deadline: Deadline) -> Estimate | None:

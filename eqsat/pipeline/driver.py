@@ -56,10 +56,12 @@ def _report(run: Run, a: Analysis, pick: Pick, verification: Verification | None
     seconds = time.perf_counter() - start
     run.phases["total"] = seconds
     sat = a.sat
-    return Report(pick.before, pick.after, pick.changed, sat.fired if sat else {}, SaturationSummary.of(sat),
-                  seconds, run.notes, pick.credited, run.phases, pick.estimated, pick.rejected, verification,
-                  run.cuts[0] if run.cuts else None,
-                  None if pick.changed else _why_unchanged(run, a, pick, verification), pick.search)
+    return Report(pick.before, pick.after, pick.changed, rules_fired=sat.fired if sat else {},
+                  saturation=SaturationSummary.of(sat), seconds=seconds, notes=run.notes, rules=pick.credited,
+                  phases=run.phases, estimated=pick.estimated, rejected=pick.rejected,
+                  verification=verification, cut=run.cuts[0] if run.cuts else None,
+                  unchanged=None if pick.changed else _why_unchanged(run, a, pick, verification),
+                  search=pick.search)
 
 
 def _why_unchanged(run: Run, a: Analysis, pick: Pick, verification: Verification | None) -> str:
