@@ -50,6 +50,7 @@ CASES = {
 
 
 def _definition(module: str, body: str) -> str:
+    """A repro file's text importing ``module``, its definition function made of ``body``."""
     name = "nvfuser_fusion_id0" if module == "nvfuser" else "nvfuser_fusion"
     return HEADER.format(module=module) + f"def {name}(fd : FusionDefinition) -> None :\n" + body
 
