@@ -20,9 +20,10 @@ class Name(str):
 class SourceWriter:
     """A FusionDefinition implementation whose calls print themselves."""
 
-    def __init__(self, indent: str = "    "):
+    def __init__(self, indent: str = "    ", style: str = "classic"):
         self.lines: list[str] = []
         self.indent = indent
+        self.style = style
         self.count = 0
         self.ops = _WriterOps(self)
 
@@ -48,6 +49,10 @@ class SourceWriter:
         return self.call("fd.define_vector", [values], {"dtype": dtype}, "V")
 
     def add_output(self, value, alias_input=None, stride_order=None):
+        if self.style == "direct" and alias_input is None and stride_order is not None:
+            # nvfuser_direct has no add_output(t, stride_order): it prints an output's layout as
+            # a stride_order op whose result is the output (python_direct/python_translate.cpp)
+            value, stride_order = self.ops.stride_order(value, stride_order=stride_order), None
         args = [value] + ([alias_input] if alias_input is not None else [])
         self.call("fd.add_output", args, {"stride_order": stride_order} if stride_order else {}, "")
 
@@ -82,7 +87,7 @@ def fusion_source(fusion: Fusion, style: str | None = None) -> str:
     style = style or style_of(fusion)
     if style not in ("classic", "direct"):
         raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
-    writer = SourceWriter()
+    writer = SourceWriter(style=style)
     replay(fusion, writer, style=style)
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"

@@ -39,6 +39,8 @@ def corrected_variance_as_sums(k, x: Term, R: Axes, C: Correction):
     be empty: nvFuser divides by max(0, |R| - 1), so over an empty axis the variance is 0 * inf,
     NaN, where the two-pass form is 0 / -1, -0.0 (at |R| = 1 both are NaN).
 
-    Special values: as variance-as-sums. Floating point only."""
+    Special values: NaN and +-inf alike, as for variance-as-sums (an inf makes x - mean NaN, as
+    it makes the variance NaN). Signed zero: +0.0 on both sides. Overflow: a square may overflow
+    where the variance does not (reassociates). Floating point only."""
     return (k.Var(R, C, x), _two_pass(k, x, R, C),
             [k.floating(x), k.full_precision(x), k.zero_or_one(C), k.never_empty(R)])
