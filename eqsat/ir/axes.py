@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from eqsat.errors import FusionError
 
 from . import dtypes as dt
-from . import layout, opspec
+from . import layout
 from .dtypes import DataType
 from .nodes import SCALAR, TENSOR, Node, Ref
 from .opspec import OPS
@@ -307,15 +307,16 @@ class AxisInference:
     # -- elementwise -------------------------------------------------------------------------
     def _cat_unary(self, node, arg):
         t = self.t(arg)
-        if node.op in UNARY_BOOL_SET:
+        result = OPS[node.op].result                   # the op's dtype rule (opspec.RESULTS)
+        if result == "bool":
             dtype = DataType.Bool
-        elif node.op in ("real", "imag"):
+        elif result == "complex part":
             dtype = self.complex_part(node, t.dtype)
-        elif node.op in UNARY_FLOAT_SET:
+        elif result == "float":
             dtype = dt.float_math_type(t.dtype, isinstance(t, TensorType))
-        elif node.op == "neg":
+        elif result == "compute":
             dtype = dt.compute_type(t.dtype)           # bf16/fp16 math is done (and kept) in Float
-        elif node.op == "abs":
+        elif result == "abs":
             dtype = dt.real_type(t.dtype)              # |complex| is real (csrc/ops/arith.cpp abs)
         else:
             dtype = t.dtype
@@ -338,13 +339,14 @@ class AxisInference:
 
     def _cat_binary(self, node, arg1, arg2):
         a, b = self.t(arg1), self.t(arg2)
-        if node.op in BINARY_BOOL_SET:
+        result = OPS[node.op].result                   # the op's dtype rule (opspec.RESULTS)
+        if result in ("comparison", "logical"):
             dtype = DataType.Bool
-        elif node.op == "complex":
+        elif result == "complex":
             dtype = self.complex_of(a.dtype, b.dtype)
         else:
-            dtype = result_dtype(a, b, arithmetic=node.op not in BITWISE_SET)
-            if node.op == "truediv":
+            dtype = result_dtype(a, b, arithmetic=result != "bitwise")
+            if result == "true division":
                 dtype = dt.float_math_type(dtype, any(isinstance(x, TensorType) for x in (a, b)))
         if dtype in dt.INT_TYPES and node.op in _INT_FOLD and _is_int_const(a) and _is_int_const(b):
             return ScalarType(dtype, const=_INT_FOLD[node.op](a.const, b.const))
@@ -831,13 +833,6 @@ _INT_FOLD = {"add": lambda a, b: _wrap64(a + b), "sub": lambda a, b: _wrap64(a -
 
 def _is_int_const(t) -> bool:
     return isinstance(t, ScalarType) and isinstance(t.const, int) and not isinstance(t.const, bool)
-
-
-UNARY_BOOL_SET = frozenset(opspec.UNARY_BOOL.split())
-UNARY_FLOAT_SET = frozenset(opspec.UNARY_FLOAT.split())
-BINARY_BOOL_SET = frozenset(opspec.BINARY_BOOL.split())
-BITWISE_SET = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
-                         "bitwise_right_shift"})
 
 
 @dataclass(frozen=True)

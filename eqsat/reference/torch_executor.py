@@ -27,7 +27,7 @@ from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node
 from eqsat.ir.layout import with_stride_order
-from eqsat.ir.opspec import OPS, UNARY_FLOAT, bind_call
+from eqsat.ir.opspec import OPS, bind_call
 from eqsat.ir.replay import replay
 
 from . import philox
@@ -39,34 +39,20 @@ def _row_major_copy(x: torch.Tensor) -> torch.Tensor:
     return x.clone(memory_format=torch.contiguous_format)
 
 
+# the ops whose torch function is not torch's of their name (the others': ``_torch_function``)
 _UNARY = {
-    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
-    "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
-    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
-    "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
-    "erf": torch.erf, "erfc": torch.erfc, "erfinv": torch.erfinv,
-    "erfcinv": lambda x: torch.erfinv(1 - x), "lgamma": torch.lgamma, "digamma": torch.digamma,
-    "silu": F.silu, "abs": torch.abs, "neg": torch.neg, "relu": torch.relu, "floor": torch.floor,
-    "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc, "frac": torch.frac,
-    "sign": torch.sign, "bitwise_not": torch.bitwise_not,
+    "erfcinv": lambda x: torch.erfinv(1 - x), "silu": F.silu,
     "set": _row_major_copy, "segment_set": _row_major_copy,
-    "signbit": torch.signbit, "isnan": torch.isnan,
-    "isinf": torch.isinf, "isfinite": torch.isfinite, "isneginf": torch.isneginf,
-    "isposinf": torch.isposinf, "logical_not": torch.logical_not, "isreal": torch.isreal,
-    "real": lambda x: torch.real(x) if x.is_complex() else _row_major_copy(x), "imag": torch.imag,
+    "real": lambda x: torch.real(x) if x.is_complex() else _row_major_copy(x),
 }
-_BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,
-    "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum, "fmod": torch.fmod,
-    "remainder": torch.remainder, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
-    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
-    "bitwise_left_shift": torch.bitwise_left_shift, "bitwise_right_shift": torch.bitwise_right_shift,
-    "nextafter": torch.nextafter, "complex": torch.complex, "eq": torch.eq, "ne": torch.ne,
-    "lt": torch.lt, "le": torch.le,
-    "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
-}
+_BINARY = {"truediv": torch.true_divide}
+
+
+def _torch_function(table: dict, name: str):
+    """The torch function of elementwise op ``name``: ``table``'s, else torch's of that name."""
+    return table.get(name) or getattr(torch, name)
+
+
 _PY_TYPE = {DataType.Double: float, DataType.Float: float, DataType.Half: float,
             DataType.BFloat16: float, DataType.Int: int, DataType.Int32: int, DataType.Index: int,
             DataType.Bool: bool, DataType.ComplexFloat: complex, DataType.ComplexDouble: complex}
@@ -78,11 +64,11 @@ def _is_int(x) -> bool:
     return isinstance(x, (int, bool))
 
 
-_FLOAT_MATH = frozenset(UNARY_FLOAT.split())
+# unary ops computed in fp32 for bf16/fp16 operands (float math, and neg)
+_IN_FLOAT = frozenset(op for op, spec in OPS.items() if spec.result in ("float", "compute"))
 # comparisons promote as arithmetic does (a half operand and a float scalar meet in fp32);
-# these take integer or bool operands as they are
-_NOT_ARITHMETIC = frozenset({"logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor",
-                             "bitwise_left_shift", "bitwise_right_shift"})
+# logical and bitwise ops take integer or bool operands as they are
+_NOT_ARITHMETIC = frozenset(op for op, spec in OPS.items() if spec.result in ("logical", "bitwise"))
 
 
 def _upcast_half(t: torch.Tensor) -> torch.Tensor:
@@ -347,11 +333,12 @@ class TorchOps:
 
     # -- elementwise --------------------------------------------------------------------------
     def _cat_unary(self, name, arg):
+        fn = _torch_function(_UNARY, name)
         if not isinstance(arg, torch.Tensor):
-            return _scalar_result(_UNARY[name], arg)
-        if name in _FLOAT_MATH or name == "neg":
+            return _scalar_result(fn, arg)
+        if name in _IN_FLOAT:
             arg = _upcast_half(arg)
-        return _UNARY[name](arg)
+        return fn(arg)
 
     def _cat_binary(self, name, arg1, arg2):
         if name not in _NOT_ARITHMETIC:
@@ -366,7 +353,7 @@ class TorchOps:
                 return _int_pow(arg1, arg2)
         if name in ("bitwise_left_shift", "bitwise_right_shift"):
             arg2 = _shift_amount(arg1, arg2)
-        fn = _BINARY.get(name)
+        fn = _torch_function(_BINARY, name)
         if name == "div":
             fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if _is_int(arg1) and _is_int(arg2) \
                 else torch.true_divide
