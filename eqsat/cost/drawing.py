@@ -31,6 +31,7 @@ import graphviz
 from eqsat.errors import FusionError
 
 from .model import Estimate, Kernel, Tensor
+from .ops import Kept
 
 if TYPE_CHECKING:                   # annotations only
     from eqsat.optimize import OptimizedFusion, Report
@@ -252,7 +253,7 @@ def _order(t: Tensor) -> tuple:
 
 
 def _kernel_label(i: int, k: Kernel) -> str:
-    ops = _counted(op.removeprefix("Kept:") for op in k.ops)
+    ops = _counted(op.op if isinstance(op, Kept) else op for op in k.ops)     # a kept op by its name
     op_lines = textwrap.wrap(", ".join(ops), 46, break_on_hyphens=False) or ["(no ops)"]
     again = f" · recomputes {k.recomputed} values" if k.recomputed else ""
     again += f" · draws {_count(k.drawn)} random numbers" if k.drawn else ""

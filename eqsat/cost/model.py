@@ -51,17 +51,15 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, RANDOM_OPS, bits
+from eqsat.egraph.terms import (BARRIER_TERMS, DTYPES, FREE_TERMS, INDEXING_TERMS, SCALAR_TERMS, SPECIAL_TERMS,
+                                bits)
 from eqsat.ir.dtypes import ITEMSIZE
 
+from .ops import BARRIERS, DRAWS, REDUCING, RESIZES, Kept
 from .profile import Profile
-from .segmenter import BARRIERS, INDEXING_TERMS, REDUCING, RESIZES, Segment, Segmenter
+from .segmenter import Segment, Segmenter
 from .walks import labels_of, live_sinks, topological
 
-SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
-SCALARS = frozenset({"Num", "Int", "Extent"})
-FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
-DRAWS = frozenset(f"Kept:{op}" for op in RANDOM_OPS)    # random draws: the kind's draw_ps per element
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 
 
@@ -78,7 +76,7 @@ class GNode:
 
     @property
     def is_scalar(self) -> bool:
-        return self.dtype >= 100 or self.op in SCALARS
+        return self.dtype >= 100 or self.op in SCALAR_TERMS
 
     @property
     def space(self) -> int:
@@ -232,13 +230,14 @@ class CostModel:
             if node is None or node.op != "Leaf":
                 continue
             ins = tuple(k for k in ins if k in nodes)
-            if op in BARRIERS:
+            kept = Kept[op]
+            if kept in BARRIERS:
                 barriers[c] = ins
                 continue
             attrs = node.attrs
-            if op == "welford":             # a reduction: its attrs are the labels it reduces
+            if kept in REDUCING:            # welford: its attrs are the labels it reduces
                 attrs = (labels_of(nodes, ins) & ~node.labels,)
-            out[c] = GNode(f"Kept:{op}", attrs, ins, node.labels, node.dtype)
+            out[c] = GNode(kept, attrs, ins, node.labels, node.dtype)
         return out, barriers
 
     def numel(self, mask: int) -> int:
@@ -338,7 +337,7 @@ class CostModel:
             elif node.op == "Leaf":
                 source = "input"
             else:       # a value no kernel writes (a view, such as a reshape): made of its inputs
-                source = node.op.removeprefix("Kept:")
+                source = node.op.op if isinstance(node.op, Kept) else node.op
                 of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
                 todo += of
             est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
@@ -437,8 +436,8 @@ class CostModel:
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
-            weight = self.profile.special_function_weight if node.op in SPECIAL else \
-                0.0 if node.op in FREE else 1.0
+            weight = self.profile.special_function_weight if node.op in SPECIAL_TERMS else \
+                0.0 if node.op in FREE_TERMS else 1.0
             flops += self.numel(self.space(nodes, m)) * weight
             for i, k in enumerate(node.kids):
                 k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read

@@ -39,39 +39,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eqsat.egraph.terms import DTYPES
-from eqsat.egraph.terms import INDEXING as INDEXING_TERMS
-from eqsat.egraph.terms import ELEMENTWISE as ELEMENTWISE_TERMS
-from eqsat.egraph.terms import REDUCTIONS
+from eqsat.egraph.terms import DTYPES, ELEMENTWISE_TERMS
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import ITEMSIZE
-from eqsat.ir.opspec import OPS
 
 from .kernel_graph import KernelGraph
+from .ops import INDEXERS, REDUCING, RESIZES, VIEWS, Kept
 from .walks import consumers_of, depends_on, downstream, feeding, labels_of, upstream_within
 
-# kept ops that nvFuser does not fuse into a pointwise/reduction kernel (or that are not its kernels)
-BARRIERS = frozenset({"matmul", "linear", "segment_set", "opaque", "topk", "argsort", "cumsum",
-                      "cumprod", "cummin", "cummax", "scatter", "embedding_fwd", "grouped_mm"})
-# reductions: the e-graph's, and welford (kept verbatim: its outputs link to its input, and its
-# attrs are the reduced labels, as a reduction term's are)
-REDUCING = REDUCTIONS | {"Kept:welford"}
-# kept ops that resize an axis: nvFuser's pointwise and reduction schedulers take them only on a
-# kernel's inputs; its resize scheduler takes them anywhere in a kernel without reductions
-RESIZES = frozenset({"Kept:slice", "Kept:pad", "Kept:cat"})
-# ops that index a tensor (kept ones, and the e-graph's Take and IndexSelect): their indexed
-# input (first kid) must be a kernel input: nvFuser 0.2.35 takes them in any scheduler as a
-# consumer of a fusion (segment) input, whose gathered elements alone are read, but on no value
-# computed in the same kernel, which another kernel must write in full
-INDEXING = frozenset({"Kept:index_select", "Kept:gather", "Kept:select", "Kept:take_along_axis"}) \
-    | INDEXING_TERMS
-# kept ops that nvFuser runs without a kernel where a kernel's worth of them is all there is (its
-# expression evaluator aliases the result to the tensor it views); a permute is no op of the
-# e-graph (its labels say it), and Thunder writes the stride_order it asks for only where the
-# permuted tensor is laid out so already
-VIEWS = frozenset({"Kept:reshape", "Kept:slice", "Kept:stride_order"})
-# categories of the IR's ops (eqsat.ir.opspec) that compute elementwise
-ELEMENTWISE = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
 # the fewest elements a full reduction reduces across blocks (a grid reduction): nvFuser 0.2.35
 # on the H200 summed 4096 in one block and 16384 across blocks (bench/calibrate.py, full_sum)
 GRID_MIN = 8192
@@ -167,7 +142,7 @@ class Segmenter:
         """What node ``n``'s iteration covers: its space, and for a kept op the labels of its
         inputs too (nvFuser maps a reshaped or resized axis back to the one it came from)."""
         space = self.model.space(self.nodes, n)
-        return space | kid_labels(self.nodes, n) if self.nodes[n].op.startswith("Kept:") else space
+        return space | kid_labels(self.nodes, n) if isinstance(self.nodes[n].op, Kept) else space
 
     def _group(self, n) -> Group:
         """Node ``n`` as a group of its own."""
@@ -179,9 +154,9 @@ class Segmenter:
         if node.op in REDUCING and self.model.numel(node.attrs[0] & space) > 1:
             keys.add((space, node.attrs[0]))
         return Group([n], keys, {space}, {self.cover[n]},
-                     [n] if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXING
+                     [n] if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXERS
                      or n in self.relabeling else [],
-                     [n] if node.op == "Kept:reshape" else [])
+                     [n] if node.op is Kept.reshape else [])
 
     # -- merging -------------------------------------------------------------------------------
 
@@ -348,7 +323,7 @@ class Segmenter:
         in_kernel = (lambda c: c in self.in_compute and find(c) in (a, b))
         outs = None
         for m in ga.resizing + gb.resizing:
-            kids = nodes[m].kids if nodes[m].op == "Kept:cat" or m in self.relabeling else nodes[m].kids[:1]
+            kids = nodes[m].kids if nodes[m].op is Kept.cat or m in self.relabeling else nodes[m].kids[:1]
             if not any(in_kernel(k) for k in kids):
                 continue
             if self.needs_kernel_input(m) or ga.keys or gb.keys:
@@ -363,7 +338,7 @@ class Segmenter:
         """An indexing op (index_select, gather, ...), a pad or cat of a broadcast dim, or an op
         that relabels its inputs (``relabeling``, :meth:`_relabels`): no scheduler of nvFuser
         0.2.35 takes it on a value computed in the same kernel."""
-        return self.nodes[m].op in INDEXING or resizes_broadcast(self.nodes, m) or m in self.relabeling
+        return self.nodes[m].op in INDEXERS or resizes_broadcast(self.nodes, m) or m in self.relabeling
 
     def _relabels(self, m) -> bool:
         """A kept elementwise op whose output does not carry an axis of its inputs: the IR gave
@@ -372,8 +347,7 @@ class Segmenter:
         both dims and cannot schedule the op with the producer of that axis: the producer's
         kernel writes the input, as its pointwise scheduler does before a transpose kernel."""
         node = self.nodes[m]
-        spec = OPS.get(node.op[len("Kept:"):]) if node.op.startswith("Kept:") else None
-        if spec is None or spec.category not in ELEMENTWISE:
+        if not (isinstance(node.op, Kept) and node.op.elementwise):
             return False
         ins = kid_labels(self.nodes, m)
         return bool(ins & ~node.labels) and bool(node.labels & ~ins)
@@ -457,7 +431,7 @@ class Segmenter:
             kid = None
             if node.op in REDUCING:
                 kid = node.kids[0] if node.kids else None
-            elif node.op != "Leaf" and not node.op.startswith("Kept:") and node.op not in BARRIERS:
+            elif node.op != "Leaf" and not isinstance(node.op, Kept):
                 tensors = [k for k in node.kids if not nodes[k].is_scalar]
                 widest = max(tensors, key=lambda k: bin(nodes[k].labels).count("1"), default=None)
                 kid = widest if widest is not None and nodes[widest].labels == node.labels else None
@@ -545,8 +519,8 @@ class Segmenter:
         nodes, out = self.nodes, set()
         for n in order:
             kids = nodes[n].kids
-            if nodes[n].op != "Kept:cat" or len(kids) < 2 or \
-                    any(nodes[k].op != "Kept:pad" or not nodes[k].kids for k in kids):
+            if nodes[n].op is not Kept.cat or len(kids) < 2 or \
+                    any(nodes[k].op is not Kept.pad or not nodes[k].kids for k in kids):
                 continue
             if len({nodes[k].kids[0] for k in kids}) == 1:
                 out.add(n)
@@ -567,7 +541,7 @@ class Segmenter:
         nodes, out = self.nodes, {}
 
         def indexed(v) -> bool:          # an indexing op indexes v (its first kid)
-            return any(nodes[c].op in INDEXING and nodes[c].kids[0] == v for c in self.consumers.get(v, ()))
+            return any(nodes[c].op in INDEXERS and nodes[c].kids[0] == v for c in self.consumers.get(v, ()))
 
         for n in order:
             node = nodes[n]
@@ -588,7 +562,7 @@ class Segmenter:
         """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over
         ``n``'s labels (a reduction of it, or elementwise over them)."""
         node = self.nodes[c]
-        return not node.op.startswith("Kept:") and self.model.space(self.nodes, c) == self.nodes[n].labels
+        return not isinstance(node.op, Kept) and self.model.space(self.nodes, c) == self.nodes[n].labels
 
     def recomputed_chains(self, segments: list[Segment]) -> dict[int, set[int]]:
         """Values that a kernel, rather than read them from the kernel that wrote them, can
@@ -673,7 +647,7 @@ class Segmenter:
         to no group. One that is an output is written by a kernel: it is a compute node."""
         nodes = self.nodes
         return {n for n in order if n not in self.sinks and (nodes[n].op == "Iota" or (
-                nodes[n].op.startswith("Kept:") and all(nodes[k].is_scalar for k in nodes[n].kids)))}
+                isinstance(nodes[n].op, Kept) and all(nodes[k].is_scalar for k in nodes[n].kids)))}
 
 
 def _upcast(src: int, dst: int) -> bool:
@@ -687,7 +661,7 @@ def _upcast(src: int, dst: int) -> bool:
 def resizes_broadcast(nodes, m) -> bool:
     """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which
     nvFuser's resize scheduler does not take."""
-    if nodes[m].op not in ("Kept:pad", "Kept:cat"):
+    if nodes[m].op not in (Kept.pad, Kept.cat):
         return False
     want = bin(nodes[m].labels).count("1")
     return any(bin(nodes[k].labels).count("1") < want for k in nodes[m].kids if not nodes[k].is_scalar)

@@ -20,7 +20,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import GENERIC, INDEXING, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from .terms import GENERIC, INDEXING_TERMS, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
@@ -206,7 +206,7 @@ class TermLowering:
             return Lowered(fd.ops.iota(self.extent(label), 0, 1, dtype=DataType.Int), (label,))
         if op in REDUCTIONS:
             return self.reduction(tid)
-        if op in INDEXING:
+        if op in INDEXING_TERMS:
             return self.indexing(tid)
         kids = [self.lower(k) for k in n.kids]
         order = self.output_order(tid, kids) if any(k.order is not None for k in kids) else None

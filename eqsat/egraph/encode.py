@@ -14,13 +14,12 @@ from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir import layout
 from eqsat.ir.fusion import Fusion, Node, Ref
-from eqsat.ir.opspec import OPS
+from eqsat.ir.opspec import COPY, OPAQUE, OPS, REPOSITIONING, SHAPE_QUERIES
 
-from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
+from .terms import (BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, TERM_OF_INDEXING_OP, UNARY_TERMS, TermGraph,
                     scalar_code)
 
 MAX_LABELS = 62
-IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
 PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})   # TakePad's
 INDEX_DTYPES = (DataType.Int, DataType.Int32)      # an indexing term's index
 
@@ -72,7 +71,6 @@ class Encoding:
 
 
 FACT_STRIDE = 32
-SHAPE_QUERIES = frozenset({"shape"})     # kept ops that read a tensor's extents, not its data
 
 
 def _code(t) -> int | None:
@@ -172,7 +170,7 @@ class _Encoder:
         if spec is None:
             return None
         cat = spec.category
-        if op in IDENTITY_OPS:
+        if op in REPOSITIONING:                  # the value is its input, where it keeps its labels
             src = self.types[kw["arg"].id]
             if isinstance(src, TensorType) and src.labels == outs[0].labels:
                 return [self.operand(kw["arg"])]
@@ -204,7 +202,7 @@ class _Encoder:
             if kw["dtype"] is not DataType.Null:
                 x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
             return [g.add(REDUCTION_TERMS[op], (self.reduce_mask(t, kw["dims"]),), (x,))]
-        if op in INDEXING_TERMS:
+        if op in TERM_OF_INDEXING_OP:
             return self.indexing(node)
         if op == "iota":
             return self.iota(node)
@@ -242,7 +240,7 @@ class _Encoder:
         elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \
                 set(out.labels) != rest | set(idx.labels):
             return None
-        term = INDEXING_TERMS[node.op]
+        term = TERM_OF_INDEXING_OP[node.op]
         return [self.g.add(term, (self.enc.mask([d.label]),),
                            (self.operand(kw["arg"]), self.operand(kw["index"])))]
 
@@ -302,9 +300,9 @@ class _Encoder:
         not model, and "copy" for a stride order that lays its input out anew (one that keeps
         the layout its input has is a view: ``layout.lays_out_as_is``)."""
         if node.opaque:
-            return "opaque"
+            return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
-            return "copy"
+            return COPY
         return node.op
 
     def depth(self, tid: int) -> int:
