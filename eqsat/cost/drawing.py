@@ -45,8 +45,6 @@ SHORT_DTYPES = {"Double": "f64", "Float": "f32", "Half": "f16", "BFloat16": "bf1
                 "Float8_e5m2": "f8e5m2", "Float8_e8m0fnu": "f8e8m0", "Int": "i64", "Int32": "i32",
                 "UInt64": "u64", "Index": "index", "Bool": "bool", "ComplexFloat": "c64",
                 "ComplexDouble": "c128"}
-KIND_COLORS = {"pointwise": "#dbeafe", "reduction": "#dcfce7", "outer_reduction": "#d1fae5",
-               "grid_reduction": "#ffedd5", "normalization": "#ede9fe"}
 HANDOFF = "#c0392b"     # a tensor one kernel writes and another reads back
 IO = "#4b5563"          # a tensor read from the inputs or written to the outputs
 FONT = "Helvetica"
@@ -179,7 +177,7 @@ def _side(g: graphviz.Digraph, side: str, est: Estimate, caption: str, widest: i
         tensors = est.tensors
         for i, k in enumerate(est.kernels):
             c.node(f"{p}_k{i}", _kernel_label(i, k), shape="box", style="rounded,filled",
-                   fillcolor=KIND_COLORS.get(k.kind, "#f3f4f6"), color="#374151", margin="0.12,0.06")
+                   fillcolor=k.kind.color, color="#374151", margin="0.12,0.06")
         sources: dict[int, str] = {}        # tensor -> the node it comes from, where no kernel writes it
         inputs = [n for n, t in sorted(tensors.items(), key=lambda nt: _order(nt[1]))
                   if n not in writer and t.source == "input"]

@@ -56,7 +56,7 @@ from eqsat.egraph.terms import (BARRIER_TERMS, DTYPES, FREE_TERMS, INDEXING_TERM
 from eqsat.ir.dtypes import ITEMSIZE
 
 from .ops import BARRIERS, DRAWS, REDUCING, RESIZES, Kept
-from .profile import Profile
+from .profile import KernelKind, Profile
 from .segmenter import Segment, Segmenter
 from .walks import labels_of, live_sinks, topological
 
@@ -95,7 +95,7 @@ class Kernel:
     "compute". These are for a picture of the kernels (``eqsat.cost.drawing``), and take no part
     in the prediction or in comparing kernels."""
 
-    kind: str
+    kind: KernelKind
     ops: list[str]
     bytes_read: int
     bytes_written: int
@@ -308,7 +308,7 @@ class CostModel:
                 else len(outputs) if outputs is not None else len(roots),
                 ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
                 resizes=sum(nodes[m].op in RESIZES for m in compute),
-                grids=sum(k.kind == "grid_reduction" for k in est.kernels))
+                grids=sum(k.kind.grid for k in est.kernels))
         return est
 
     def _describe(self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set,
@@ -415,7 +415,8 @@ class CostModel:
     def _alias_copies(self) -> list[Kernel]:
         """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a
         segment of its own."""
-        return [Kernel("pointwise", ["alias-copy"], 0, 0, 0.0, self.profile.kinds["pointwise"].launch_us)
+        pointwise = KernelKind.POINTWISE
+        return [Kernel(pointwise, ["alias-copy"], 0, 0, 0.0, self.profile.kinds[pointwise].launch_us)
                 for _ in range(self.aliased)]
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),

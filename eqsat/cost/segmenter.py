@@ -45,6 +45,7 @@ from eqsat.ir.dtypes import ITEMSIZE
 
 from .kernel_graph import KernelGraph
 from .ops import INDEXERS, REDUCING, RESIZES, VIEWS, Kept
+from .profile import KernelKind
 from .walks import consumers_of, depends_on, downstream, feeding, labels_of, upstream_within
 
 # the fewest elements a full reduction reduces across blocks (a grid reduction): nvFuser 0.2.35
@@ -95,7 +96,7 @@ class Segment:
     with), its ``members``, and ``part_of``: the kernel id of every compute node, this one's
     being ``kernel`` (what it reads from another kernel, or writes for another, is memory)."""
 
-    kind: str
+    kind: KernelKind
     members: list[int]
     part_of: dict
     kernel: object
@@ -375,7 +376,7 @@ class Segmenter:
         if self.views_alone(ms):
             return []
         if not group.keys:
-            return [Segment("pointwise", ms, part_of, g)]
+            return [Segment(KernelKind.POINTWISE, ms, part_of, g)]
         back = self.broadcast_back(group)
         if self.reductions_share(group.keys) == "inner_outer":
             return self.inner_outer_persistent(g, group, part_of, back)
@@ -385,10 +386,10 @@ class Segmenter:
                 head, tail = split
                 split_of = {**part_of, **{m: ("epilogue", g) for m in tail}}
                 return [Segment(self.reduction_kind(head), head, split_of, g),
-                        Segment("pointwise", tail, split_of, ("epilogue", g))]
-        return [Segment("normalization" if back else self.reduction_kind(ms), ms, part_of, g)]
+                        Segment(KernelKind.POINTWISE, tail, split_of, ("epilogue", g))]
+        return [Segment(KernelKind.NORMALIZATION if back else self.reduction_kind(ms), ms, part_of, g)]
 
-    def reduction_kind(self, ms) -> str:
+    def reduction_kind(self, ms) -> KernelKind:
         """A reduction kernel whose reductions all leave at most ``GRID_MAX_KEPT`` elements,
         each of more than ``GRID_MIN`` (a full sum, an FP8 amax, the first stage of a full sum
         split over a short leading axis) is nvFuser's grid reduction, its blocks combining
@@ -403,10 +404,10 @@ class Segmenter:
         if reductions and all(numel(nodes[m].labels) <= GRID_MAX_KEPT
                               and numel(self.model.space(nodes, m)) > GRID_MIN * max(numel(nodes[m].labels), 1)
                               for m in reductions):
-            return "grid_reduction"
+            return KernelKind.GRID_REDUCTION
         if reductions and all(self.is_outer(m) for m in reductions):
-            return "outer_reduction"
-        return "reduction"
+            return KernelKind.OUTER_REDUCTION
+        return KernelKind.REDUCTION
 
     def is_outer(self, m) -> bool:
         """Whether reduction ``m`` keeps its input's innermost axis (False where that axis is
@@ -507,10 +508,11 @@ class Segmenter:
         outer_labels = min(r for _, r in group.keys)
         outer = [m for m in ms if nodes[m].op in REDUCING and nodes[m].attrs[0] == outer_labels]
         if back:
-            return [Segment("normalization", ms, part_of, g, partials=outer)]
+            return [Segment(KernelKind.NORMALIZATION, ms, part_of, g, partials=outer)]
         first = [m for m in ms if m not in set(outer)]
         fed = feeding(nodes, outer, set(ms)) - self.factories
-        return [Segment("reduction", first, part_of, g), Segment(self.reduction_kind(outer), outer, part_of, g, fed)]
+        return [Segment(KernelKind.REDUCTION, first, part_of, g),
+                Segment(self.reduction_kind(outer), outer, part_of, g, fed)]
 
     def translated_repeats(self, order) -> set[int]:
         """A cat of pads of one tensor repeats it: nvFuser (its repeat-to-expand pass) makes
