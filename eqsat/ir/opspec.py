@@ -1,5 +1,5 @@
 """The table of nvFuser ops that eqsat models, one row per op (:data:`OPS`): its category,
-which gives its parameter names, defaults and outputs (:data:`CATEGORIES`); an elementwise
+which gives its parameter names, defaults and outputs (:data:`CATEGORY_SIGNATURES`); an elementwise
 op's dtype rule (:data:`RESULTS`); and its :class:`Trait` s (how the encoding, and nvFuser's
 segmenter where eqsat keeps the op, take it). Every set of ops the pipeline reads is derived
 from the rows.
@@ -38,7 +38,7 @@ class Trait(enum.Flag):
 
 @dataclass(frozen=True)
 class Signature:
-    """The parameters of every op of a category (one row of :data:`CATEGORIES`)."""
+    """The parameters of every op of a category (one row of :data:`CATEGORY_SIGNATURES`)."""
 
     params: tuple[str, ...]
     defaults: tuple[tuple[str, object], ...] = ()
@@ -57,7 +57,7 @@ class OpSpec:
     its :class:`Trait` s."""
 
     name: str
-    category: str                 # unary, binary, where, reduction, ... (CATEGORIES)
+    category: str                 # unary, binary, where, reduction, ... (CATEGORY_SIGNATURES)
     params: tuple[str, ...]
     defaults: tuple[tuple[str, object], ...] = ()
     positional: int = 1           # how many leading parameters are passed by position
@@ -90,7 +90,7 @@ OPAQUE_OUTPUTS: contextvars.ContextVar[int | None] = contextvars.ContextVar("OPA
 
 # category -> the parameters of its ops (nvfuser_direct's, python/python_direct/ops.cpp, for the
 # ops after matmul: nvFuser 0.2.35 and 0.2.36)
-CATEGORIES: dict[str, Signature] = {
+CATEGORY_SIGNATURES: dict[str, Signature] = {
     "unary": Signature(("arg",)),
     "binary": Signature(("arg1", "arg2"), positional=2),
     "where": Signature(("pred", "arg1", "arg2"), positional=3),
@@ -161,7 +161,7 @@ _BARRIER, _REDUCES, _RESIZES, _INDEXES = Trait.BARRIER, Trait.REDUCES, Trait.RES
 _VIEW, _REPOSITIONS = Trait.VIEW, Trait.REPOSITIONS
 
 # Every op eqsat models, one row each: a new op is a new row here (a new category also needs
-# its row of CATEGORIES, and its typing and torch rules where no generic one fits). Barriers are
+# its row of CATEGORY_SIGNATURES, and its typing and torch rules where no generic one fits). Barriers are
 # the ops nvFuser does not fuse into a pointwise or reduction kernel (eqsat.cost.segmenter).
 _ROWS = (
     # name                   category        result          traits
@@ -289,10 +289,10 @@ _ROWS = (
 
 def _spec(name: str, category: str, result: str | None = None, traits: Trait = Trait.NONE) -> OpSpec:
     """The OpSpec of a row of the table: its category's parameters, checked facts."""
-    if category not in CATEGORIES or (result is None) != (category not in ("unary", "binary")) \
+    if category not in CATEGORY_SIGNATURES or (result is None) != (category not in ("unary", "binary")) \
             or result is not None and result not in RESULTS:
         raise ValueError(f"op {name}: unknown category, or a result rule missing or unknown")
-    s = CATEGORIES[category]
+    s = CATEGORY_SIGNATURES[category]
     return OpSpec(name, category, s.params, s.defaults, s.positional, s.outputs, s.more_is_opaque, result,
                   traits)
 
