@@ -1,8 +1,8 @@
 """The table of nvFuser ops that eqsat models, one row per op (:data:`OPS`): its category,
-which gives its parameter names, defaults and outputs (:data:`CATEGORY_SIGNATURES`); an elementwise
-op's dtype rule (:data:`RESULTS`); and its :class:`Trait` s (how the encoding, and nvFuser's
-segmenter where eqsat keeps the op, take it). Every set of ops the pipeline reads is derived
-from the rows.
+which gives its parameter names, defaults and outputs (:data:`CATEGORY_SIGNATURES`); an
+elementwise op's dtype rule (:data:`RESULTS`); and its :class:`Trait` s (how the encoding, and
+nvFuser's segmenter where eqsat keeps the op, take it). Every set of ops the pipeline reads is
+derived from the rows.
 
 The recorder binds a user's call to these names (so ``sum(T, [1])`` and
 ``sum(T, dims=[1])`` record the same node), and every FusionDefinition implementation is
@@ -37,7 +37,7 @@ class Trait(enum.Flag):
 
 
 @dataclass(frozen=True)
-class Signature:
+class CategorySignature:
     """The parameters of every op of a category (one row of :data:`CATEGORY_SIGNATURES`)."""
 
     params: tuple[str, ...]
@@ -62,7 +62,7 @@ class OpSpec:
     defaults: tuple[tuple[str, object], ...] = ()
     positional: int = 1           # how many leading parameters are passed by position
     outputs: tuple[str, ...] = (TENSOR,)
-    more_is_opaque: int = 0       # Signature.more_is_opaque
+    more_is_opaque: int = 0       # CategorySignature.more_is_opaque
     result: str | None = None     # unary and binary ops: their dtype rule (RESULTS)
     traits: Trait = Trait.NONE
 
@@ -88,56 +88,60 @@ class OpSpec:
 # replay to the node's outputs; None is one.
 OPAQUE_OUTPUTS: contextvars.ContextVar[int | None] = contextvars.ContextVar("OPAQUE_OUTPUTS", default=None)
 
+
+def _sig(params: str, defaults=(), positional=1, outputs=(TENSOR,), more_is_opaque=0) -> CategorySignature:
+    """A row of :data:`CATEGORY_SIGNATURES`: ``params`` holds the parameters' names, space-separated."""
+    return CategorySignature(tuple(params.split()), tuple(defaults), positional, outputs, more_is_opaque)
+
+
 # category -> the parameters of its ops (nvfuser_direct's, python/python_direct/ops.cpp, for the
 # ops after matmul: nvFuser 0.2.35 and 0.2.36)
-CATEGORY_SIGNATURES: dict[str, Signature] = {
-    "unary": Signature(("arg",)),
-    "binary": Signature(("arg1", "arg2"), positional=2),
-    "where": Signature(("pred", "arg1", "arg2"), positional=3),
-    "clamp": Signature(("arg", "min", "max"), positional=3),
-    "lerp": Signature(("start", "end", "weight"), positional=3),
-    "cast": Signature(("arg", "dtype")),
-    "reduction": Signature(("arg", "dims", "keepdim", "dtype"), (("keepdim", False), ("dtype", "Null"))),
-    "var": Signature(("arg", "dims", "correction", "keepdim"), (("correction", 1), ("keepdim", False)),
-                     positional=4),
-    "var_mean": Signature(("arg", "dims", "correction", "keepdim"), (("correction", 1), ("keepdim", False)),
-                          outputs=(TENSOR, TENSOR)),
-    "welford": Signature(("arg", "dims"), positional=2, outputs=(TENSOR, TENSOR, TENSOR)),
-    "broadcast": Signature(("arg", "is_broadcast_dim")),
-    "broadcast_in_dim": Signature(("arg", "shape", "broadcast_dims")),
-    "expand": Signature(("arg", "shape")),
-    "squeeze": Signature(("arg", "dims", "squeeze_expanded"), (("squeeze_expanded", False),)),
-    "permute": Signature(("arg", "dims")),
-    "reshape": Signature(("arg", "new_shape")),
-    "stride_order": Signature(("arg", "stride_order")),
-    "size": Signature(("arg", "dim"), outputs=(SCALAR,)),
-    "shape": Signature(("arg",), outputs=(VECTOR,)),
-    "full": Signature(("shape", "fill_value", "dtype"), positional=0),
-    "iota": Signature(("length", "start", "step", "dtype"),
-                      (("start", None), ("step", None), ("dtype", "Int")), positional=3),
-    "random": Signature(("arg1", "arg2", "shape", "rng_seed", "rng_offset", "dtype"),
-                        (("rng_seed", None), ("rng_offset", None), ("dtype", "Float")), positional=2),
-    "slice": Signature(("arg", "start_indices", "end_indices", "strides", "manual_normalization"),
-                       (("strides", None), ("manual_normalization", False))),
-    "cat": Signature(("tensors", "dim", "manual_padding"), (("manual_padding", False),)),
-    "pad": Signature(("arg", "pad_widths", "value"), (("value", None),), positional=3),
-    "gather": Signature(("arg", "index", "dim"), positional=2),
-    "index_select": Signature(("arg", "index", "dim"), positional=2),
-    "linear": Signature(("arg1", "arg2", "bias"), (("bias", None),), positional=3),
-    "matmul": Signature(("arg1", "arg2"), positional=2),
-    "topk": Signature(("arg", "k", "dim", "largest", "sorted"),
-                      (("dim", -1), ("largest", True), ("sorted", False)), positional=2,
-                      outputs=(TENSOR, TENSOR)),
-    "argsort": Signature(("arg", "dim", "descending", "stable"), (("descending", False), ("stable", False))),
-    "scan": Signature(("arg", "dim", "init"), (("init", None),)),
-    "scatter": Signature(("arg", "index", "src", "dim"), positional=3),
-    "embedding": Signature(("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq",
-                            "sparse"),
-                           (("padding_idx", None), ("max_norm", None), ("norm_type", None),
-                            ("scale_grad_by_freq", None), ("sparse", None)), positional=2),
+CATEGORY_SIGNATURES: dict[str, CategorySignature] = {
+    "unary": _sig("arg"),
+    "binary": _sig("arg1 arg2", positional=2),
+    "where": _sig("pred arg1 arg2", positional=3),
+    "clamp": _sig("arg min max", positional=3),
+    "lerp": _sig("start end weight", positional=3),
+    "cast": _sig("arg dtype"),
+    "reduction": _sig("arg dims keepdim dtype", (("keepdim", False), ("dtype", "Null"))),
+    "var": _sig("arg dims correction keepdim", (("correction", 1), ("keepdim", False)),
+                positional=4),
+    "var_mean": _sig("arg dims correction keepdim", (("correction", 1), ("keepdim", False)),
+                     outputs=(TENSOR, TENSOR)),
+    "welford": _sig("arg dims", positional=2, outputs=(TENSOR, TENSOR, TENSOR)),
+    "broadcast": _sig("arg is_broadcast_dim"),
+    "broadcast_in_dim": _sig("arg shape broadcast_dims"),
+    "expand": _sig("arg shape"),
+    "squeeze": _sig("arg dims squeeze_expanded", (("squeeze_expanded", False),)),
+    "permute": _sig("arg dims"),
+    "reshape": _sig("arg new_shape"),
+    "stride_order": _sig("arg stride_order"),
+    "size": _sig("arg dim", outputs=(SCALAR,)),
+    "shape": _sig("arg", outputs=(VECTOR,)),
+    "full": _sig("shape fill_value dtype", positional=0),
+    "iota": _sig("length start step dtype", (("start", None), ("step", None), ("dtype", "Int")),
+                 positional=3),
+    "random": _sig("arg1 arg2 shape rng_seed rng_offset dtype",
+                   (("rng_seed", None), ("rng_offset", None), ("dtype", "Float")), positional=2),
+    "slice": _sig("arg start_indices end_indices strides manual_normalization",
+                  (("strides", None), ("manual_normalization", False))),
+    "cat": _sig("tensors dim manual_padding", (("manual_padding", False),)),
+    "pad": _sig("arg pad_widths value", (("value", None),), positional=3),
+    "gather": _sig("arg index dim", positional=2),
+    "index_select": _sig("arg index dim", positional=2),
+    "linear": _sig("arg1 arg2 bias", (("bias", None),), positional=3),
+    "matmul": _sig("arg1 arg2", positional=2),
+    "topk": _sig("arg k dim largest sorted", (("dim", -1), ("largest", True), ("sorted", False)),
+                 positional=2, outputs=(TENSOR, TENSOR)),
+    "argsort": _sig("arg dim descending stable", (("descending", False), ("stable", False))),
+    "scan": _sig("arg dim init", (("init", None),)),
+    "scatter": _sig("arg index src dim", positional=3),
+    "embedding": _sig("input weight padding_idx max_norm norm_type scale_grad_by_freq sparse",
+                      (("padding_idx", None), ("max_norm", None), ("norm_type", None),
+                       ("scale_grad_by_freq", None), ("sparse", None)), positional=2),
     # the plain form; the scaled one (scales, alpha, bias, beta, dtype, block scales) is opaque,
     # and returns (out, block scales or None, gamma or None)
-    "grouped_mm": Signature(("arg1", "arg2", "offsets"), positional=3, more_is_opaque=3),
+    "grouped_mm": _sig("arg1 arg2 offsets", positional=3, more_is_opaque=3),
 }
 ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "where", "clamp", "lerp", "cast"})
 
@@ -160,9 +164,9 @@ RESULTS = {
 _BARRIER, _REDUCES, _RESIZES, _INDEXES = Trait.BARRIER, Trait.REDUCES, Trait.RESIZES, Trait.INDEXES
 _VIEW, _REPOSITIONS = Trait.VIEW, Trait.REPOSITIONS
 
-# Every op eqsat models, one row each: a new op is a new row here (a new category also needs
-# its row of CATEGORY_SIGNATURES, and its typing and torch rules where no generic one fits). Barriers are
-# the ops nvFuser does not fuse into a pointwise or reduction kernel (eqsat.cost.segmenter).
+# Every op eqsat models, one row each: a new op is a new row here (a new category also needs its
+# row of CATEGORY_SIGNATURES, and its typing and torch rules where no generic one fits). Barriers
+# are the ops nvFuser does not fuse into a pointwise or reduction kernel (eqsat.cost.segmenter).
 _ROWS = (
     # name                   category        result          traits
     ("exp",                  "unary",        "float"),
@@ -289,7 +293,8 @@ _ROWS = (
 
 def _spec(name: str, category: str, result: str | None = None, traits: Trait = Trait.NONE) -> OpSpec:
     """The OpSpec of a row of the table: its category's parameters, checked facts."""
-    if category not in CATEGORY_SIGNATURES or (result is None) != (category not in ("unary", "binary")) \
+    elementwise_result = category in ("unary", "binary")
+    if category not in CATEGORY_SIGNATURES or (result is not None) != elementwise_result \
             or result is not None and result not in RESULTS:
         raise ValueError(f"op {name}: unknown category, or a result rule missing or unknown")
     s = CATEGORY_SIGNATURES[category]
