@@ -71,7 +71,7 @@ def test_the_cost_models_sets_are_read_from_the_rows():
     assert FREE_TERMS == {"Cast"} and SCALAR_TERMS == {"Num", "Int", "Extent"}
     assert "SegmentSet" not in ELEMENTWISE_TERMS and {"Cast", "Un", "Bin", "Tern"} <= ELEMENTWISE_TERMS
     assert all(TERMS[t].kind in ("pointwise", "generic") for t in ELEMENTWISE_TERMS)
-    elementwise_barriers = [op for op, spec in OPS.items() if spec.elementwise and Trait.BARRIER in spec.traits]
+    elementwise_barriers = [op for op, s in OPS.items() if s.elementwise and Trait.BARRIER in s.traits]
     assert elementwise_barriers == ["segment_set"]
 
 
