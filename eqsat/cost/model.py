@@ -57,7 +57,8 @@ from eqsat.ir.dtypes import ITEMSIZE
 
 from .ops import BARRIERS, DRAWS, REDUCING, RESIZES, Kept
 from .profile import KernelKind, Profile
-from .segmenter import Segment, Segmenter
+from .group_kernels import Segment
+from .segmenter import Segmenter
 from .walks import labels_of, live_sinks, topological
 
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
