@@ -30,7 +30,7 @@ import graphviz
 
 from eqsat.errors import FusionError
 
-from .model import Estimate, Kernel, Tensor
+from .estimate import Estimate, Kernel, Tensor
 from .ops import Kept
 
 if TYPE_CHECKING:                   # annotations only

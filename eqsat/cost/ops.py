@@ -1,6 +1,6 @@
 """The ops of the cost model's nodes, and the sets of them its rules read.
 
-A node of a candidate (``eqsat.cost.model.GNode``) is a term of the e-graph, named by its
+A node of a candidate (``eqsat.cost.estimate.GNode``) is a term of the e-graph, named by its
 constructor (a row of ``eqsat.egraph.terms.TERMS``), or an op eqsat keeps verbatim, linked to
 its inputs: a :class:`Kept` member, one per op of ``eqsat.ir.opspec.OPS`` and per name the
 encoding gives kept nodes besides (``opspec.KEPT_ONLY``: ``opaque``, ``copy``). Its value is the
