@@ -87,7 +87,8 @@ class GroupKernels:
         nodes, numel = self.nodes, self.model.numel
         reductions = [m for m in ms if nodes[m].op in REDUCING]
         if reductions and all(numel(nodes[m].labels) <= GRID_MAX_KEPT
-                              and numel(self.model.space(nodes, m)) > GRID_MIN * max(numel(nodes[m].labels), 1)
+                              and numel(self.model.space(nodes, m))
+                              > GRID_MIN * max(numel(nodes[m].labels), 1)
                               for m in reductions):
             return KernelKind.GRID_REDUCTION
         if reductions and all(self.is_outer(m) for m in reductions):

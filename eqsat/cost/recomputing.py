@@ -53,7 +53,8 @@ class Recomputing:
             if indexed(n):
                 continue
             users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
-            if indexed(k) or (len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)):
+            if indexed(k) or (len(users) == 1 and len(readers) > 1
+                              and all(self._same_space(c, n) for c in readers)):
                 out[n] = k
         return out
 
@@ -92,7 +93,9 @@ class Recomputing:
             reads = {k: self.model.nbytes(nodes[k]) for m in s.members for k in self._tensor_kids(m)
                      if k not in inside}
             recomputed: set[int] = set()
-            for r in sorted((k for k in reads if k in self.in_compute), key=lambda k: (-reads[k], self.position[k])):
+            dearest_first = sorted((k for k in reads if k in self.in_compute),
+                                   key=lambda k: (-reads[k], self.position[k]))
+            for r in dearest_first:
                 if r in recomputed or r not in reads:
                     continue
                 cone = self._chain(r)
