@@ -1,8 +1,8 @@
 """The torch executor's arithmetic (:mod:`eqsat.reference.torch_executor`): its elementwise ops
 and reductions, as nvFuser computes them: each op's torch function (torch's of its name, unless
-:data:`_UNARY` or :data:`_BINARY` says otherwise), nvFuser's promotion of operands (bf16/fp16
-arithmetic in fp32), integer division that never traps (:data:`INT_BY_ZERO`), PTX's shift
-amounts, casts that saturate to FP8 (:func:`cast_tensor`), and reductions that accumulate in
+:data:`_TORCH_UNARY` or :data:`_TORCH_BINARY` says otherwise), nvFuser's promotion of operands
+(bf16/fp16 arithmetic in fp32), integer division that never traps (:data:`INT_BY_ZERO`), PTX's
+shift amounts, casts that saturate to FP8 (:func:`cast_tensor`), and reductions that accumulate in
 nvFuser's accumulation dtype."""
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def row_major_copy(x: torch.Tensor) -> torch.Tensor:
 
 
 # the ops whose torch function is not torch's of their name (the others': ``_torch_function``)
-_UNARY = {
+_TORCH_UNARY = {
     "erfcinv": lambda x: torch.erfinv(1 - x), "silu": F.silu,
     "set": row_major_copy, "segment_set": row_major_copy,
     "real": lambda x: torch.real(x) if x.is_complex() else row_major_copy(x),
 }
-_BINARY = {"truediv": torch.true_divide}
+_TORCH_BINARY = {"truediv": torch.true_divide}
 
 
 def _torch_function(table: dict, name: str):
@@ -221,7 +221,7 @@ class ArithmeticOps:
 
     # -- elementwise --------------------------------------------------------------------------
     def _cat_unary(self, name, arg):
-        fn = _torch_function(_UNARY, name)
+        fn = _torch_function(_TORCH_UNARY, name)
         if not isinstance(arg, torch.Tensor):
             return _scalar_result(fn, arg)
         if name in _IN_FLOAT:
@@ -241,7 +241,7 @@ class ArithmeticOps:
                 return _int_pow(arg1, arg2)
         if name in ("bitwise_left_shift", "bitwise_right_shift"):
             arg2 = _shift_amount(arg1, arg2)
-        fn = _torch_function(_BINARY, name)
+        fn = _torch_function(_TORCH_BINARY, name)
         if name == "div":
             fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if is_int(arg1) and is_int(arg2) \
                 else torch.true_divide
