@@ -30,16 +30,20 @@ class KeptOp(enum.StrEnum):
 
     @property
     def traits(self) -> Trait:
+        """How nvFuser's segmenter takes the op: its row's traits (``opspec.KEPT_ONLY``'s for
+        ``opaque`` and ``copy``)."""
         spec = self.spec
         return spec.traits if spec is not None else KEPT_ONLY[self.name]
 
     @property
     def elementwise(self) -> bool:
+        """The op is elementwise (its row's category)."""
         spec = self.spec
         return spec is not None and spec.elementwise
 
     @property
     def draws(self) -> bool:
+        """The op draws random numbers (``uniform``, ``normal``)."""
         spec = self.spec
         return spec is not None and spec.draws
 

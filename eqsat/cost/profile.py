@@ -50,6 +50,7 @@ class KernelKind(enum.StrEnum):
 
     @property
     def fallback(self) -> KernelKind | None:
+        """The kind whose constants a profile that leaves this one out gives it (None: none)."""
         return KernelKind(self._fallback_name) if self._fallback_name else None
 
 # a kind's constants a profile may leave out (0: none): fitted by hand on recorded runs, not by
