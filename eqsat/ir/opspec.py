@@ -312,17 +312,15 @@ KEPT_ONLY = {OPAQUE: Trait.BARRIER, COPY: Trait.NONE}
 
 
 def _having(test) -> frozenset[str]:
+    """The names of the ops whose rows pass ``test``."""
     return frozenset(op for op, spec in OPS.items() if test(spec))
 
 
 # sets read from the table, in their readers' words
-UNARY_FLOAT = _having(lambda s: s.result == "float")       # unary float math
-UNARY_BOOL = _having(lambda s: s.category == "unary" and s.result == "bool")
-BINARY_BOOL = _having(lambda s: s.result in ("comparison", "logical"))
-BITWISE = _having(lambda s: s.result == "bitwise")
-RANDOM_OPS = _having(lambda s: s.draws)                     # ops that draw random numbers
-REPOSITIONING = _having(lambda s: Trait.REPOSITIONS in s.traits)
-SHAPE_QUERIES = _having(lambda s: Trait.SHAPE_QUERY in s.traits)
+BINARY_BOOL = _having(lambda s: s.result in ("comparison", "logical"))     # binary ops giving Bool
+RANDOM_OPS = _having(lambda s: s.draws)                                     # ops that draw random numbers
+REPOSITIONING = _having(lambda s: Trait.REPOSITIONS in s.traits)            # the encoding skips them
+SHAPE_QUERIES = _having(lambda s: Trait.SHAPE_QUERY in s.traits)            # read extents, not data
 
 
 # Parameters that take a value (a tensor or a scalar) rather than an attribute (dims, flags):
