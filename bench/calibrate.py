@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import eqsat
-from eqsat.cost.profile import HAND_FITTED, KINDS, load_profile
+from eqsat.cost.profile import HAND_FITTED, KernelKind, load_profile
 from eqsat.ir.dtypes import DataType
 from eqsat.testing.seeds import reduction_broadcast_ref
 
@@ -303,7 +303,7 @@ def grid_throughput(grid: dict, quality: dict, reduction: dict, samples) -> tupl
 
 def fit(records: list[dict], device: str) -> tuple[dict, dict]:
     """A profile (as a dict) and a fit report from microbenchmark records."""
-    per_kind: dict[str, list] = {k: [] for k in KINDS}
+    per_kind: dict[str, list] = {k: [] for k in KernelKind}
     host = []
     mismatched = []
     for r in records:
@@ -320,7 +320,7 @@ def fit(records: list[dict], device: str) -> tuple[dict, dict]:
             host.append(r["execute_us"] - device_us)
     default = load_profile()
     kinds, quality = {}, {}
-    for kind in KINDS:
+    for kind in KernelKind:
         if len(per_kind[kind]) >= 3:
             kinds[kind], quality[kind] = fit_kind(per_kind[kind])
             if kind == "grid_reduction" and "reduction" in kinds:
@@ -397,7 +397,7 @@ def main(argv=None) -> int:
         json.dump(profile, f, indent=2)
         f.write("\n")
     print(f"\nwrote {args.out}: host {profile['host_us']} us")
-    for kind in KINDS:
+    for kind in KernelKind:
         print(f"  {kind:14s} {profile['kinds'][kind]}  fit {report['per_kind'][kind]}")
     print(f"  execute time, relative error over all microbenchmarks: {report['execute_time_rel_error']}")
     for line in report["left_out"]:

@@ -23,7 +23,7 @@ from gpu_timing import finish, timed_run
 
 import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
-from eqsat.testing.fp8_amax import DEMO_SHAPE, FAMILIES, definition, make_inputs, torch_reference
+from eqsat.testing.fp8_amax import AMAX_FAMILIES, DEMO_SHAPE, definition, make_inputs, torch_reference
 
 TARGET, TARGETED = 1.05, ("rmsnorm", "swiglu")      # eqsat / hand split, at steady state
 GIVEN, OURS, HAND = "nvFuser as given", "nvFuser + eqsat", "nvFuser hand split"
@@ -32,8 +32,8 @@ VERIFIED = "nvFuser + eqsat (verify)"
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--families", default=",".join(FAMILIES),
-                        help=f"comma-separated, of {', '.join(FAMILIES)} (default: all)")
+    parser.add_argument("--families", default=",".join(AMAX_FAMILIES),
+                        help=f"comma-separated, of {', '.join(AMAX_FAMILIES)} (default: all)")
     parser.add_argument("--shape", default="x".join(map(str, DEMO_SHAPE)), help="N x H (default %(default)s)")
     parser.add_argument("--amax-of", choices=["scaled", "unscaled", "both"], default="scaled",
                         help="the amax of |y * s| (default), of |y| (delayed scaling), or both")
@@ -45,9 +45,9 @@ def parse_args(argv):
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     args.families = [f for f in args.families.split(",") if f]
-    unknown = [f for f in args.families if f not in FAMILIES]
+    unknown = [f for f in args.families if f not in AMAX_FAMILIES]
     if unknown:
-        parser.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+        parser.error(f"unknown families {unknown}; known: {', '.join(AMAX_FAMILIES)}")
     args.shape = tuple(int(n) for n in args.shape.lower().split("x"))
     return args
 

@@ -8,7 +8,7 @@ before and after, and which stage the deadline cut, if any.
     python bench/large.py [--sizes 100,300,1000,3000] [--kinds chain,wide] [--deadline S|none]
                           [--json out.json]
 
-The fusions are eqsat.testing.large_fusions.KINDS (chain, elementwise, wide, distributed).
+The fusions are eqsat.testing.large_fusions.LARGE_FUSIONS (chain, elementwise, wide, distributed).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 
 import eqsat
 from eqsat.reference.compare import mismatch
-from eqsat.testing.large_fusions import KINDS
+from eqsat.testing.large_fusions import LARGE_FUSIONS
 
 
 def _deadline(text: str) -> dict:
@@ -29,7 +29,7 @@ def _deadline(text: str) -> dict:
 
 def measure(kind: str, size: int, options: dict) -> dict:
     """Optimize one generated fusion and check the result against it on small inputs."""
-    definition, make_inputs = KINDS[kind](size)
+    definition, make_inputs = LARGE_FUSIONS[kind](size)
     start = time.perf_counter()
     fusion = eqsat.ingest(definition)
     fusion.types                    # reading: ingestion and type inference
@@ -63,13 +63,13 @@ PHASES = ("encode", "saturate", "extract", "lower")
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,300,1000,3000")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="which fusions (default: all)")
+    parser.add_argument("--kinds", default=",".join(LARGE_FUSIONS), help="which fusions (default: all)")
     parser.add_argument("--deadline", type=_deadline, default={},
                         help="optimize_fusion's deadline_s (default: its default; none: no deadline)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     options = args.deadline
-    eqsat.optimize_fusion(KINDS["chain"](10)[0])    # compiles the rules: not timed
+    eqsat.optimize_fusion(LARGE_FUSIONS["chain"](10)[0])    # compiles the rules: not timed
     rows = []
     print(f"{'fusion':>12s} {'ops':>6s} {'e-nodes':>8s} {'stop':>16s} {'read s':>6s} {'opt s':>7s} "
           + " ".join(f"{p[:7]:>7s}" for p in PHASES) + f" {'kernels':>9s}  ok  deadline cut")

@@ -31,13 +31,22 @@ same op on the same operand elements on both sides, so NaN, +-inf, signed zeros 
 are the same), except through a sum, whose order of additions may differ between the kernels
 the two sides make (marked ``reassociates``).
 """
+from eqsat.egraph.terms import TERMS, TermKind
+
 from .rule import Axes, Axis, DType, Index, Term, rule
 
-# the indexing terms, and the ops and reductions they are moved through
-INDEX_TERMS = ("Take", "IndexSelect")
-UNARY = ("Neg", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Relu")
-BINARY = ("Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow")
-REDUCTIONS = ("Sum", "Max", "Min")
+
+def _terms(test) -> tuple[str, ...]:
+    """The names of the terms whose rows pass ``test``, in the table's order."""
+    return tuple(t.name for t in TERMS.values() if test(t))
+
+
+# the indexing terms moved, and the elementwise ops and reductions they are moved through: the
+# rows of the table of terms marked "moved" and "through"
+MOVED_INDEXING = _terms(lambda t: "moved" in t.facts)
+UNARY_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.POINTWISE and t.kids == 1)
+BINARY_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.POINTWISE and t.kids == 2)
+REDUCTIONS_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.REDUCTION)
 _SNAKE = {"IndexSelect": "index_select", "Take": "take"}
 _EXACT_REDUCTION = ("exact: a max or min of the same elements, so NaN, +-inf alike and no overflow; signed "
                     "zeros not kept (which of +0.0 and -0.0 a max of both gives is the kernel's choice)")
@@ -177,11 +186,11 @@ def take_padded(k, V: Axis, D: DType, a: Term, i: Index):
              *_indexes(k, "Take", a, i, V)])
 
 
-for _op in INDEX_TERMS:
-    for _u in UNARY:
+for _op in MOVED_INDEXING:
+    for _u in UNARY_THROUGH:
         _unary_rules(_op, _u)
     _cast_rule(_op)
-    for _b in BINARY:
+    for _b in BINARY_THROUGH:
         _binary_rules(_op, _b)
-    for _r in REDUCTIONS:
+    for _r in REDUCTIONS_THROUGH:
         _reduction_rule(_op, _r)

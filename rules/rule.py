@@ -7,7 +7,7 @@
                 [k.constant_along(b, R), k.floating(a), k.floating(b)])
 
 The function takes a namespace ``k`` and the rule's variables, each annotated with its kind
-(:data:`KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
+(:data:`VARIABLE_KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
 ``Correction``, a variance's correction; ``Index``, a term of indices; ``Axis``, one axis
 label), and returns ``(lhs, rhs, conditions)``. A variable
 without a kind is an error when the rule is registered. :meth:`Rule.variables` reads the
@@ -65,23 +65,24 @@ class Axis:
 
 
 # the kinds of rule variables (``Term`` is the e-graph's Term sort itself)
-KINDS = (Term, Axes, DType, Correction, Index, Axis)
-TERM_KINDS = (Term, Index)          # the kinds that are terms
+VARIABLE_KINDS = (Term, Axes, DType, Correction, Index, Axis)
+TERM_VARIABLE_KINDS = (Term, Index)      # the kinds of variables that are terms
 
 
 def rule_variables(name: str, fn: Callable) -> list[tuple[str, type]]:
     """The variables of the rule ``name`` that ``fn`` defines, with their kinds: its
-    parameters after the namespace, each annotated with one of :data:`KINDS`."""
+    parameters after the namespace, each annotated with one of :data:`VARIABLE_KINDS`."""
     try:
         params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
     except NameError as err:
         raise ValueError(f"rule {name}: a variable's kind is not known here ({err})") from None
     out = []
     for p in params:
-        if p.annotation not in KINDS:
+        if p.annotation not in VARIABLE_KINDS:
             said = "has no kind" if p.annotation is p.empty else f"has the kind {p.annotation!r}"
             raise ValueError(f"rule {name}: variable {p.name} {said}; annotate it with one of "
-                             f"{', '.join(k.__name__ for k in KINDS)} (def {fn.__name__}(k, {p.name}: Term, ...))")
+                             f"{', '.join(k.__name__ for k in VARIABLE_KINDS)} "
+                             f"(def {fn.__name__}(k, {p.name}: Term, ...))")
         out.append((p.name, p.annotation))
     return out
 
@@ -113,19 +114,20 @@ class Rule:
 
     @property
     def variables(self) -> list[tuple[str, type]]:
-        """The rule's variables, in order, with their kinds (:data:`KINDS`)."""
+        """The rule's variables, in order, with their kinds (:data:`VARIABLE_KINDS`)."""
         return rule_variables(self.name, self.fn)
 
     def egglog(self):
         k = EggNamespace()
-        args = [var(name, Term if kind in TERM_KINDS else i64) for name, kind in self.variables]
+        args = [var(name, Term if kind in TERM_VARIABLE_KINDS else i64) for name, kind in self.variables]
         lhs, rhs, conditions = self.fn(k, *args)
         return egg_rule(lhs, *k.facts, *conditions, name=self.name).then(union(lhs).with_(rhs))
 
     def rhs_shape(self):
         """The right-hand side's constructor tree, with variables as None: ("Mul", ("Sum", None), None)."""
         k = ShapeNamespace()
-        _, rhs, _ = self.fn(k, *[_Hole() if kind in TERM_KINDS else _Mask() for _, kind in self.variables])
+        holes = [_Hole() if kind in TERM_VARIABLE_KINDS else _Mask() for _, kind in self.variables]
+        _, rhs, _ = self.fn(k, *holes)
         return rhs.shape if isinstance(rhs, _Shape) else None
 
     @property

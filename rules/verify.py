@@ -477,7 +477,7 @@ BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
 
 def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,),
                    earlier=(), integer: tuple[int, float] | None = None):
-    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`);
+    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.VARIABLE_KINDS`);
     ``earlier``: the dtype codes of the term and dtype variables drawn before it;
     ``integer``: the integer dtype many terms of the case have (None: any dtype,
     floats, integers and bools mixed), with the share of terms it is given to: the others an

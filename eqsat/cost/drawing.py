@@ -30,7 +30,8 @@ import graphviz
 
 from eqsat.errors import FusionError
 
-from .model import Estimate, Kernel, Tensor
+from .estimate import Estimate, Kernel, Tensor
+from .ops import Kept
 
 if TYPE_CHECKING:                   # annotations only
     from eqsat.pipeline.driver import OptimizedFusion
@@ -45,8 +46,6 @@ SHORT_DTYPES = {"Double": "f64", "Float": "f32", "Half": "f16", "BFloat16": "bf1
                 "Float8_e5m2": "f8e5m2", "Float8_e8m0fnu": "f8e8m0", "Int": "i64", "Int32": "i32",
                 "UInt64": "u64", "Index": "index", "Bool": "bool", "ComplexFloat": "c64",
                 "ComplexDouble": "c128"}
-KIND_COLORS = {"pointwise": "#dbeafe", "reduction": "#dcfce7", "outer_reduction": "#d1fae5",
-               "grid_reduction": "#ffedd5", "normalization": "#ede9fe"}
 HANDOFF = "#c0392b"     # a tensor one kernel writes and another reads back
 IO = "#4b5563"          # a tensor read from the inputs or written to the outputs
 FONT = "Helvetica"
@@ -176,68 +175,88 @@ def _side(g: graphviz.Digraph, side: str, est: Estimate, caption: str, widest: i
             c.node(f"{p}_none", "no kernels", shape="plaintext")
             return
         writer = {n: i for i, k in enumerate(est.kernels) for n in k.writes}
-        tensors = est.tensors
         for i, k in enumerate(est.kernels):
             c.node(f"{p}_k{i}", _kernel_label(i, k), shape="box", style="rounded,filled",
-                   fillcolor=KIND_COLORS.get(k.kind, "#f3f4f6"), color="#374151", margin="0.12,0.06")
-        sources: dict[int, str] = {}        # tensor -> the node it comes from, where no kernel writes it
-        inputs = [n for n, t in sorted(tensors.items(), key=lambda nt: _order(nt[1]))
-                  if n not in writer and t.source == "input"]
-        with c.subgraph(name=f"{p}_inputs") as row:
-            row.attr(rank="same")
-            for n in inputs:
-                sources[n] = f"{p}_in{n}"
-                row.node(sources[n], _tensor_label(tensors[n], "input"), shape="box", style="rounded,filled",
-                         fillcolor="#f3f4f6", color="#6b7280")
-            _in_order(row, [sources[n] for n in inputs])
-        for n, (op, ins) in sorted(est.barriers.items()):
-            if n not in tensors:
-                continue
-            sources[n] = f"{p}_op{n}"
-            c.node(sources[n], f"<<B>{_esc(op)}</B><BR/>"
-                               f'<FONT POINT-SIZE="10">run by nvFuser outside the priced kernels</FONT>>',
-                   shape="box", style="dashed,rounded", color="#6b7280")
-        for n, t in tensors.items():        # a value no kernel computes: a view of others, say
-            if n not in writer and n not in sources:
-                sources[n] = f"{p}_src{n}"
-                c.node(sources[n], _tensor_label(t, f"{t.source or '?'}, in no kernel"), shape="box",
-                       style="dashed,rounded")
+                   fillcolor=k.kind.color, color="#374151", margin="0.12,0.06")
+        sources = _sources(c, p, est, writer)
 
         def origin(n: int) -> tuple[str, bool]:
             """The node a tensor comes from, and whether a kernel wrote it."""
             return (f"{p}_k{writer[n]}", True) if n in writer else (sources[n], False)
 
-        for i, k in enumerate(est.kernels):
-            for n, nbytes in sorted(k.reads.items()):
-                tail, handoff = origin(n)
-                t = tensors[n]
-                label = _edge_label(t, nbytes, named=handoff or n in est.barriers)
-                c.edge(tail, f"{p}_k{i}", label=label, penwidth=_width(nbytes, widest),
-                       color=HANDOFF if handoff else IO, fontcolor=HANDOFF if handoff else "#111827")
-        for n, (op, ins) in sorted(est.barriers.items()):
-            for m in ins:
-                if m in tensors and n in sources:
-                    tail, handoff = origin(m)
-                    t = tensors[m]
-                    c.edge(tail, sources[n], label=_edge_label(t, t.bytes, named=handoff),
-                           penwidth=_width(t.bytes, widest), color=IO, style="dashed")
-        for n, t in tensors.items():
-            for m in t.of:
-                if n in sources and m in tensors:
-                    tail, handoff = origin(m)
-                    c.edge(tail, sources[n], label=_edge_label(tensors[m], tensors[m].bytes, named=handoff),
-                           penwidth=_width(tensors[m].bytes, widest), color=HANDOFF if handoff else IO,
-                           fontcolor=HANDOFF if handoff else "#111827", style="dashed")
-        outputs = [n for n, t in sorted(tensors.items(), key=lambda nt: _order(nt[1])) if t.output]
-        with c.subgraph(name=f"{p}_outputs") as row:
-            row.attr(rank="same")
-            for n in outputs:
-                t = tensors[n]
-                row.node(f"{p}_out{n}", _tensor_label(t, "output"), shape="box", style="rounded,filled",
-                         fillcolor="#fef9c3", color="#a16207")
-                c.edge(origin(n)[0], f"{p}_out{n}", label=_beside(_bytes(t.bytes)),
-                       penwidth=_width(t.bytes, widest), color=IO)
-            _in_order(row, [f"{p}_out{n}" for n in outputs])
+        _arrows(c, p, est, sources, origin, widest)
+        _outputs(c, p, est, origin, widest)
+
+
+def _sources(c: graphviz.Digraph, p: str, est: Estimate, writer: dict[int, int]) -> dict[int, str]:
+    """The boxes of the tensors no kernel writes (the inputs, in a row; the outputs of ops run
+    outside the kernels; values no kernel computes): tensor -> the box it comes from."""
+    tensors = est.tensors
+    sources: dict[int, str] = {}
+    inputs = [n for n, t in sorted(tensors.items(), key=lambda nt: _order(nt[1]))
+              if n not in writer and t.source == "input"]
+    with c.subgraph(name=f"{p}_inputs") as row:
+        row.attr(rank="same")
+        for n in inputs:
+            sources[n] = f"{p}_in{n}"
+            row.node(sources[n], _tensor_label(tensors[n], "input"), shape="box", style="rounded,filled",
+                     fillcolor="#f3f4f6", color="#6b7280")
+        _in_order(row, [sources[n] for n in inputs])
+    for n, (op, ins) in sorted(est.barriers.items()):
+        if n not in tensors:
+            continue
+        sources[n] = f"{p}_op{n}"
+        c.node(sources[n], f"<<B>{_esc(op)}</B><BR/>"
+                           f'<FONT POINT-SIZE="10">run by nvFuser outside the priced kernels</FONT>>',
+               shape="box", style="dashed,rounded", color="#6b7280")
+    for n, t in tensors.items():        # a value no kernel computes: a view of others, say
+        if n not in writer and n not in sources:
+            sources[n] = f"{p}_src{n}"
+            c.node(sources[n], _tensor_label(t, f"{t.source or '?'}, in no kernel"), shape="box",
+                   style="dashed,rounded")
+    return sources
+
+
+def _arrows(c: graphviz.Digraph, p: str, est: Estimate, sources: dict[int, str], origin, widest: int) -> None:
+    """The arrows into the kernels, into the ops outside them and into the values no kernel
+    computes (``origin``: a tensor -> its box, and whether a kernel wrote it)."""
+    tensors = est.tensors
+    for i, k in enumerate(est.kernels):
+        for n, nbytes in sorted(k.reads.items()):
+            tail, handoff = origin(n)
+            t = tensors[n]
+            label = _edge_label(t, nbytes, named=handoff or n in est.barriers)
+            c.edge(tail, f"{p}_k{i}", label=label, penwidth=_width(nbytes, widest),
+                   color=HANDOFF if handoff else IO, fontcolor=HANDOFF if handoff else "#111827")
+    for n, (op, ins) in sorted(est.barriers.items()):
+        for m in ins:
+            if m in tensors and n in sources:
+                tail, handoff = origin(m)
+                t = tensors[m]
+                c.edge(tail, sources[n], label=_edge_label(t, t.bytes, named=handoff),
+                       penwidth=_width(t.bytes, widest), color=IO, style="dashed")
+    for n, t in tensors.items():
+        for m in t.of:
+            if n in sources and m in tensors:
+                tail, handoff = origin(m)
+                c.edge(tail, sources[n], label=_edge_label(tensors[m], tensors[m].bytes, named=handoff),
+                       penwidth=_width(tensors[m].bytes, widest), color=HANDOFF if handoff else IO,
+                       fontcolor=HANDOFF if handoff else "#111827", style="dashed")
+
+
+def _outputs(c: graphviz.Digraph, p: str, est: Estimate, origin, widest: int) -> None:
+    """The fusion's outputs, in a row, each with its arrow from the box it comes from."""
+    tensors = est.tensors
+    outputs = [n for n, t in sorted(tensors.items(), key=lambda nt: _order(nt[1])) if t.output]
+    with c.subgraph(name=f"{p}_outputs") as row:
+        row.attr(rank="same")
+        for n in outputs:
+            t = tensors[n]
+            row.node(f"{p}_out{n}", _tensor_label(t, "output"), shape="box", style="rounded,filled",
+                     fillcolor="#fef9c3", color="#a16207")
+            c.edge(origin(n)[0], f"{p}_out{n}", label=_beside(_bytes(t.bytes)),
+                   penwidth=_width(t.bytes, widest), color=IO)
+        _in_order(row, [f"{p}_out{n}" for n in outputs])
 
 
 def _in_order(row: graphviz.Digraph, names: list[str]) -> None:
@@ -253,7 +272,7 @@ def _order(t: Tensor) -> tuple:
 
 
 def _kernel_label(i: int, k: Kernel) -> str:
-    ops = _counted(op.removeprefix("Kept:") for op in k.ops)
+    ops = _counted(op.op if isinstance(op, Kept) else op for op in k.ops)     # a kept op by its name
     op_lines = textwrap.wrap(", ".join(ops), 46, break_on_hyphens=False) or ["(no ops)"]
     again = f" · recomputes {k.recomputed} values" if k.recomputed else ""
     again += f" · draws {_count(k.drawn)} random numbers" if k.drawn else ""

@@ -49,153 +49,21 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
 
 from eqsat.deadline import NEVER, Deadline
-from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, RANDOM_OPS, bits
+from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, FREE_TERMS, INDEXING_TERMS, SPECIAL_TERMS, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
-from .profile import Profile
-from .segmenter import BARRIERS, INDEXING_TERMS, REDUCING, RESIZES, Segment, Segmenter
+from .estimate import Estimate, GNode, Kernel, Recomputation, Tensor
+from .group_kernels import Segment
+from .ops import BARRIERS, DRAWS, REDUCING, RESIZES, Kept
+from .profile import KernelKind, Profile
+from .segmenter import Segmenter
 from .walks import labels_of, live_sinks, topological
 
-SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
-SCALARS = frozenset({"Num", "Int", "Extent"})
-FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
-DRAWS = frozenset(f"Kept:{op}" for op in RANDOM_OPS)    # random draws: the kind's draw_ps per element
 PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
 
 
-@dataclass(frozen=True)
-class GNode:
-    """A node of a candidate: constructor, attributes, children (node ids), and the analyses
-    of its class: label mask and dtype code."""
-
-    op: str
-    attrs: tuple
-    kids: tuple
-    labels: int
-    dtype: int
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.dtype >= 100 or self.op in SCALARS
-
-    @property
-    def space(self) -> int:
-        """Labels of the iteration space: a reduction iterates over its input's."""
-        return self.labels
-
-
-@dataclass
-class Kernel:
-    """One predicted kernel: its kind (the profile's constants it is priced with), its ops, the
-    bytes it reads and writes in global memory, its arithmetic and its time. ``reads`` and
-    ``writes``: the tensors behind ``bytes_read`` and ``bytes_written``, node id -> bytes (the
-    ids are the estimate's own: ``Estimate.tensors`` describes each); they say which kernel
-    hands which tensor to which. ``bound``: "memory" where its bytes at the kind's bandwidth
-    take longer than its arithmetic and its random draws (``drawn``: how many numbers), else
-    "compute". These are for a picture of the kernels (``eqsat.cost.drawing``), and take no part
-    in the prediction or in comparing kernels."""
-
-    kind: str
-    ops: list[str]
-    bytes_read: int
-    bytes_written: int
-    flops: float
-    time_us: float
-    recomputed: int = 0     # nodes of other kernels it computes again from the inputs
-    reads: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    writes: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    bound: str = field(default="memory", compare=False, repr=False)    # or "compute": what its time is
-    drawn: int = field(default=0, compare=False, repr=False)           # random numbers it draws
-
-    @property
-    def bytes(self) -> int:
-        return self.bytes_read + self.bytes_written
-
-
-@dataclass(frozen=True)
-class Recomputation:
-    """A chain of elementwise nodes (``cone``) that one kernel computes again from the fusion's
-    inputs instead of reading it from the kernel that wrote it; ``readers``: the kernel's
-    nodes that read the chain (eqsat's lowering feeds them a copy of it)."""
-
-    cone: frozenset
-    readers: frozenset
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A tensor some kernel of an estimate reads or writes (``Kernel.reads``, ``Kernel.writes``):
-    its dtype's name, its extents (``shape``: the definition's dims where the estimate was
-    made of a definition, else one extent per axis it varies along), its bytes in global
-    memory, whether it is one of the fusion's outputs, and where no kernel writes it, what
-    does (``source``): "input" (the fusion's), the op nvFuser runs outside the kernels the
-    cost model prices ("matmul", "segment_set"...), or the op of a value no kernel computes
-    (a view such as "reshape"), made of the tensors ``of`` (node ids). ``name``: the
-    definition's value (``T3``, as eqsat prints definitions), where known."""
-
-    dtype: str
-    shape: tuple[int, ...] | None      # None: unknown (the output of an op eqsat does not model)
-    bytes: int
-    output: bool = False
-    source: str | None = None
-    name: str | None = None
-    of: tuple[int, ...] = ()
-
-
-@dataclass
-class Estimate:
-    """The cost model's prediction for a candidate: its kernels (dearest first) and the host's
-    cost per ``execute``. ``tensors`` (node id -> :class:`Tensor`: what the kernels read and
-    write) and ``barriers`` (an op's output node -> (the op, its input nodes), for the ops
-    nvFuser runs outside these kernels, such as matmul) describe how the kernels connect; they
-    take no part in the prediction or in comparing estimates."""
-
-    kernels: list[Kernel] = field(default_factory=list)
-    host_us: float = 0.0
-    recomputed: list[Recomputation] = field(default_factory=list)
-    tensors: dict[int, Tensor] = field(default_factory=dict, compare=False, repr=False)
-    barriers: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def bytes(self) -> int:
-        return sum(k.bytes for k in self.kernels)
-
-    @property
-    def flops(self) -> float:
-        return sum(k.flops for k in self.kernels)
-
-    @property
-    def device_us(self) -> float:
-        """The kernels' own time (no host cost)."""
-        return sum(k.time_us for k in self.kernels)
-
-    @property
-    def time_us(self) -> float:
-        return self.host_us + self.device_us
-
-    def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "bytes": self.bytes, "flops": self.flops,
-                "time_us": round(self.time_us, 3), "device_us": round(self.device_us, 3)}
-
-    def explain(self) -> str:
-        lines = [f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "
-                 f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"]
-        for i, k in enumerate(self.kernels):
-            ops = ", ".join(_counted(k.ops))
-            again = f", recomputing {k.recomputed} values of other kernels" if k.recomputed else ""
-            lines.append(f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
-                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us{again}: {ops}")
-        return "\n".join(lines)
-
-
-def _counted(ops):
-    counts: dict[str, int] = {}
-    for op in ops:
-        counts[op] = counts.get(op, 0) + 1
-    return [f"{op}×{n}" if n > 1 else op for op, n in counts.items()]
 
 
 class CostModel:
@@ -228,13 +96,14 @@ class CostModel:
             if node is None or node.op != "Leaf":
                 continue
             ins = tuple(k for k in ins if k in nodes)
-            if op in BARRIERS:
+            kept = Kept[op]
+            if kept in BARRIERS:
                 barriers[c] = ins
                 continue
             attrs = node.attrs
-            if op == "welford":             # a reduction: its attrs are the labels it reduces
+            if kept in REDUCING:            # welford: its attrs are the labels it reduces
                 attrs = (labels_of(nodes, ins) & ~node.labels,)
-            out[c] = GNode(f"Kept:{op}", attrs, ins, node.labels, node.dtype)
+            out[c] = GNode(kept, attrs, ins, node.labels, node.dtype)
         return out, barriers
 
     def numel(self, mask: int) -> int:
@@ -302,12 +171,13 @@ class CostModel:
         compute = segmenter.compute
         if compute or self.aliased:
             est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels) + self.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
+                segments=len(est.kernels) + self.alias_segments,
+                inputs=sum(nodes[n].op == "Leaf" for n in order),
                 outputs=self.output_count if self.output_count is not None
                 else len(outputs) if outputs is not None else len(roots),
                 ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
                 resizes=sum(nodes[m].op in RESIZES for m in compute),
-                grids=sum(k.kind == "grid_reduction" for k in est.kernels))
+                grids=sum(k.kind.grid for k in est.kernels))
         return est
 
     def _describe(self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set,
@@ -336,7 +206,7 @@ class CostModel:
             elif node.op == "Leaf":
                 source = "input"
             else:       # a value no kernel writes (a view, such as a reshape): made of its inputs
-                source = node.op.removeprefix("Kept:")
+                source = node.op.op if isinstance(node.op, Kept) else node.op
                 of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
                 todo += of
             est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
@@ -387,7 +257,8 @@ class CostModel:
         cuts = {c: n for c, n in nodes.items() if n.op in BARRIER_TERMS}
         if not cuts:
             return nodes, links
-        return ({**nodes, **{c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}},
+        leaves = {c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}
+        return ({**nodes, **leaves},
                 {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
 
     def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
@@ -414,7 +285,8 @@ class CostModel:
     def _alias_copies(self) -> list[Kernel]:
         """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a
         segment of its own."""
-        return [Kernel("pointwise", ["alias-copy"], 0, 0, 0.0, self.profile.kinds["pointwise"].launch_us)
+        pointwise = KernelKind.POINTWISE
+        return [Kernel(pointwise, ["alias-copy"], 0, 0, 0.0, self.profile.kinds[pointwise].launch_us)
                 for _ in range(self.aliased)]
 
     def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),
@@ -435,8 +307,8 @@ class CostModel:
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
-            weight = self.profile.special_function_weight if node.op in SPECIAL else \
-                0.0 if node.op in FREE else 1.0
+            weight = self.profile.special_function_weight if node.op in SPECIAL_TERMS else \
+                0.0 if node.op in FREE_TERMS else 1.0
             flops += self.numel(self.space(nodes, m)) * weight
             for i, k in enumerate(node.kids):
                 k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read

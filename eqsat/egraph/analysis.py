@@ -11,7 +11,8 @@ from egglog import String, eq, f64, i64, ne, rule, ruleset, set_, var
 
 from eqsat.ir.dtypes import DataType
 
-from .terms import BARRIER_TERMS, BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
+from .terms import (BOOLEAN_BINARY, DTYPE_CODE, ELEMENTWISE_TERMS, TERMS, WEAK_FLOAT, WEAK_INT, TermKind,
+                    TermSpec)
 from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
                          Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
                          Var, abs_dtype, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify,
@@ -24,7 +25,8 @@ _SORTS = {"i64": i64, "f64": f64, "String": String}
 
 def _applied(spec: TermSpec):
     """``spec``'s constructor on fresh variables: (the term, its attribute variables, its kids)."""
-    attrs = [var(f"attr_{kind}{i}", _SORTS[sort]) for i, (kind, sort) in enumerate(zip(spec.attrs, spec.sorts))]
+    attrs = [var(f"attr_{kind}{i}", _SORTS[sort])
+             for i, (kind, sort) in enumerate(zip(spec.attrs, spec.sorts))]
     kids = [var(f"kid{i}", Term) for i in range(spec.kids)]
     return CONSTRUCTORS[spec.name](*attrs, *kids), attrs, kids
 
@@ -35,17 +37,17 @@ def labels_rule(spec: TermSpec):
     term, attrs, kids = _applied(spec)
     kid_labels = [var(f"kid_labels{i}", i64) for i in range(len(kids))]
     query = [term, *(eq(la).to(labels(k)) for la, k in zip(kid_labels, kids))]
-    if spec.kind == "leaf":
+    if spec.kind is TermKind.LEAF:
         return None
-    if spec.kind == "scalar":
+    if spec.kind is TermKind.SCALAR:
         value = i64(0)
-    elif spec.kind == "axis":                 # the labels it names
+    elif spec.kind is TermKind.AXIS:          # the labels it names
         value = attrs[spec.attrs.index("labels")]
-    elif spec.kind == "reduction":            # the kid's labels less the reduced ones
+    elif spec.kind is TermKind.REDUCTION:     # the kid's labels less the reduced ones
         value = kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])
-    elif spec.kind == "take":                 # the indexed kid's labels less the indexed one, the index's
+    elif spec.kind is TermKind.TAKE:          # the indexed kid's labels less the indexed one, the index's
         value = (kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])) | kid_labels[1]
-    else:                                      # pointwise: every label a kid varies along
+    else:                                     # pointwise: every label a kid varies along
         value = kid_labels[0]
         for la in kid_labels[1:]:
             value = value | la
@@ -190,7 +192,7 @@ def _draws():
     themselves. Not through a SegmentSet: the placement rule that makes one does not fire on
     it again."""
     for spec in TERMS.values():
-        if spec.kind not in ("pointwise", "generic") or spec.name in BARRIER_TERMS:
+        if spec.name not in ELEMENTWISE_TERMS:
             continue
         term, _, kids = _applied(spec)
         for i in range(len(kids)):

@@ -20,7 +20,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import GENERIC, INDEXING, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from .terms import GENERIC, INDEXING_TERMS, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
@@ -134,7 +134,8 @@ class TermLowering:
         for i, d in enumerate(t.dims):
             if not d.broadcast:
                 static = self.types.extents.get(d.label)
-                shape.append(static if static is not None else self.fd.ops.size(handle, dim=positions.index(i)))
+                shape.append(static if static is not None
+                             else self.fd.ops.size(handle, dim=positions.index(i)))
             elif self.types.extents.get(d.label) == 1:
                 shape.append(1)
             else:
@@ -206,7 +207,7 @@ class TermLowering:
             return Lowered(fd.ops.iota(self.extent(label), 0, 1, dtype=DataType.Int), (label,))
         if op in REDUCTIONS:
             return self.reduction(tid)
-        if op in INDEXING:
+        if op in INDEXING_TERMS:
             return self.indexing(tid)
         kids = [self.lower(k) for k in n.kids]
         order = self.output_order(tid, kids) if any(k.order is not None for k in kids) else None
@@ -254,11 +255,11 @@ class TermLowering:
         return Lowered(handle, order)
 
     def indexing(self, tid: int) -> Lowered:
-        """``take_along_axis`` (Take; TakePad: of the input padded with one zero) or
-        ``index_select`` (IndexSelect) along the term's one label. The input keeps its order;
-        for take_along_axis the index is laid out as the input, with an extent-1 broadcast dim at the indexed one (and where it lacks one of the
-        input's labels: nvFuser takes the input's), and the result lacks the indexed label;
-        index_select's 1-D index puts its label at the indexed dim."""
+        """``take_along_axis`` (Take; TakePad: of the input padded with one zero) or ``index_select``
+        (IndexSelect) along the term's one label. The input keeps its order; for take_along_axis the
+        index is laid out as the input, with an extent-1 broadcast dim at the indexed one (and where
+        it lacks one of the input's labels: nvFuser takes the input's), and the result lacks the
+        indexed label; index_select's 1-D index puts its label at the indexed dim."""
         n = self.g[tid]
         (label,) = self.labels(n.attrs[0])
         x, index = self.lower(n.kids[0]), self.lower(n.kids[1])

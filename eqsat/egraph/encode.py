@@ -14,13 +14,12 @@ from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir import layout
 from eqsat.ir.fusion import Fusion, Node, Ref
-from eqsat.ir.opspec import OPS
+from eqsat.ir.opspec import COPY, OPAQUE, OPS, REPOSITIONING, SHAPE_QUERIES
 
-from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
+from .terms import (BINARY_TERMS, DTYPE_CODE, REDUCTION_TERMS, TERM_OF_INDEXING_OP, UNARY_TERMS, TermGraph,
                     scalar_code)
 
 MAX_LABELS = 62
-IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
 PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})   # TakePad's
 INDEX_DTYPES = (DataType.Int, DataType.Int32)      # an indexing term's index
 
@@ -72,7 +71,6 @@ class Encoding:
 
 
 FACT_STRIDE = 32
-SHAPE_QUERIES = frozenset({"shape"})     # kept ops that read a tensor's extents, not its data
 
 
 def _code(t) -> int | None:
@@ -145,17 +143,8 @@ class _Encoder:
     # -- nodes -------------------------------------------------------------------------------
     def node(self, node: Node) -> list[int] | None:
         """Terms for the node's outputs, or None (a boundary)."""
-        if node.opaque or node.is_input:
+        if not self.may_encode(node):
             return None
-        outs = [self.types[v] for v in node.outputs]
-        if any(isinstance(t, TensorType) and not t.known for t in outs):
-            return None
-        if any(v in self.types.relabeled for v in node.outputs):
-            return None                          # a value used along two axes at once
-        touched = outs + [self.types[r.id] for r in node.refs()]
-        if any(isinstance(t, TensorType) and t.known and
-               any(self.extents.get(d.label) == 0 for d in t.dims) for t in touched):
-            return None                          # empty tensors: no rule may assume an extent
         op, kw = node.op, node.kwargs
         g = self.g
         if op == "define_scalar":
@@ -171,10 +160,9 @@ class _Encoder:
         spec = OPS.get(op)
         if spec is None:
             return None
-        cat = spec.category
-        if op in IDENTITY_OPS:
+        if op in REPOSITIONING:                  # the value is its input, where it keeps its labels
             src = self.types[kw["arg"].id]
-            if isinstance(src, TensorType) and src.labels == outs[0].labels:
+            if isinstance(src, TensorType) and src.labels == self.types[node.outputs[0]].labels:
                 return [self.operand(kw["arg"])]
             return None
         if op == "size":
@@ -183,40 +171,68 @@ class _Encoder:
             if self.unit(d):
                 return [g.add("Int", (1,))]
             return [g.add("Extent", (self.enc.mask([d.label]),))]
-        if cat == "unary":
-            a = self.operand(kw["arg"])
-            if op in UNARY_TERMS:
-                return [g.add(UNARY_TERMS[op], (), (a,))]
-            return [self.generic(g.add("Un", (op,), (a,)), node)]
-        if cat == "binary":
-            a, b = self.operand(kw["arg1"]), self.operand(kw["arg2"])
-            if op in BINARY_TERMS:
-                return [g.add(BINARY_TERMS[op], (), (a, b))]
-            return [self.generic(g.add("Bin", (op,), (a, b)), node)]
-        if cat in ("where", "clamp", "lerp"):
-            kids = tuple(self.operand(kw[p]) for p in spec.params)
-            return [self.generic(g.add("Tern", (op,), kids), node)]
-        if cat == "cast":
-            return [g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (self.operand(kw["arg"]),))]
-        if cat == "reduction":
-            t = self.types[kw["arg"].id]
-            x = self.operand(kw["arg"])
-            if kw["dtype"] is not DataType.Null:
-                x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
-            return [g.add(REDUCTION_TERMS[op], (self.reduce_mask(t, kw["dims"]),), (x,))]
-        if op in INDEXING_TERMS:
+        if spec.elementwise:
+            return [self.elementwise(node, spec)]
+        if op in TERM_OF_INDEXING_OP:
             return self.indexing(node)
         if op == "iota":
             return self.iota(node)
-        if cat in ("var_mean", "var"):
-            t = self.types[kw["arg"].id]
-            mask = self.reduce_mask(t, kw["dims"])
-            if mask & ~self.enc.mask(t.labels) or any(self.unit(t.dims[i]) for i in kw["dims"]):
-                return None                      # over a broadcast dim: the count matters
-            x = self.operand(kw["arg"])
-            var = g.add("Var", (mask, int(kw["correction"])), (x,))
-            return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
+        if spec.category in ("reduction", "var_mean", "var"):
+            return self.reduction(node, spec.category)
         return None
+
+    def may_encode(self, node: Node) -> bool:
+        """Whether a node may be terms: not an input, not opaque, its outputs of known types
+        and each along its own axes, and no tensor it touches empty (no rule may assume an
+        extent there)."""
+        if node.opaque or node.is_input:
+            return False
+        outs = [self.types[v] for v in node.outputs]
+        if any(isinstance(t, TensorType) and not t.known for t in outs):
+            return False
+        if any(v in self.types.relabeled for v in node.outputs):
+            return False                         # a value used along two axes at once
+        touched = outs + [self.types[r.id] for r in node.refs()]
+        return not any(isinstance(t, TensorType) and t.known and
+                       any(self.extents.get(d.label) == 0 for d in t.dims) for t in touched)
+
+    def elementwise(self, node: Node, spec) -> int:
+        """The term of an elementwise op (unary, binary, where/clamp/lerp, cast): the table's
+        own constructor where the op has one, else a generic one (Un, Bin, Tern)."""
+        op, kw, g = node.op, node.kwargs, self.g
+        cat = spec.category
+        if cat == "unary":
+            a = self.operand(kw["arg"])
+            if op in UNARY_TERMS:
+                return g.add(UNARY_TERMS[op], (), (a,))
+            return self.generic(g.add("Un", (op,), (a,)), node)
+        if cat == "binary":
+            a, b = self.operand(kw["arg1"]), self.operand(kw["arg2"])
+            if op in BINARY_TERMS:
+                return g.add(BINARY_TERMS[op], (), (a, b))
+            return self.generic(g.add("Bin", (op,), (a, b)), node)
+        if cat == "cast":
+            return g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (self.operand(kw["arg"]),))
+        kids = tuple(self.operand(kw[p]) for p in spec.params)          # where, clamp, lerp
+        return self.generic(g.add("Tern", (op,), kids), node)
+
+    def reduction(self, node: Node, cat: str) -> list[int] | None:
+        """The terms of a reduction (``sum``, ``max``...: its term of the table, of the input
+        cast to its ``dtype`` where given) or of ``var``/``var_mean`` (Var, and Mean; None
+        over a broadcast dim, where the count matters)."""
+        kw, g = node.kwargs, self.g
+        t = self.types[kw["arg"].id]
+        if cat == "reduction":
+            x = self.operand(kw["arg"])
+            if kw["dtype"] is not DataType.Null:
+                x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
+            return [g.add(REDUCTION_TERMS[node.op], (self.reduce_mask(t, kw["dims"]),), (x,))]
+        mask = self.reduce_mask(t, kw["dims"])
+        if mask & ~self.enc.mask(t.labels) or any(self.unit(t.dims[i]) for i in kw["dims"]):
+            return None                          # over a broadcast dim: the count matters
+        x = self.operand(kw["arg"])
+        var = g.add("Var", (mask, int(kw["correction"])), (x,))
+        return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
 
     def indexing(self, node: Node) -> list[int] | None:
         """``take_along_axis`` of an index with extent 1 along the indexed dim (one element
@@ -242,7 +258,7 @@ class _Encoder:
         elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \
                 set(out.labels) != rest | set(idx.labels):
             return None
-        term = INDEXING_TERMS[node.op]
+        term = TERM_OF_INDEXING_OP[node.op]
         return [self.g.add(term, (self.enc.mask([d.label]),),
                            (self.operand(kw["arg"]), self.operand(kw["index"])))]
 
@@ -279,7 +295,8 @@ class _Encoder:
         t, idx = self.types[pad.kwargs["arg"].id], self.types[kw["index"].id]
         out = self.types[node.outputs[0]]
         dim = self.zero_pad_dim(pad)
-        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known or idx.dtype not in INDEX_DTYPES:
+        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known \
+                or idx.dtype not in INDEX_DTYPES:
             return None
         label = t.dims[dim].label
         if not self.one_per_row(idx, out, dim, set(t.labels) - {label}):
@@ -302,9 +319,9 @@ class _Encoder:
         not model, and "copy" for a stride order that lays its input out anew (one that keeps
         the layout its input has is a view: ``layout.lays_out_as_is``)."""
         if node.opaque:
-            return "opaque"
+            return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
-            return "copy"
+            return COPY
         return node.op
 
     def depth(self, tid: int) -> int:

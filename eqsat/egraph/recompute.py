@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from eqsat.ir.axes import TensorType
 
-from .terms import ELEMENTWISE, TermGraph
+from .terms import ELEMENTWISE_TERMS, TermGraph
 
 
 def copy_chains(nodes: dict, chains) -> tuple[dict, list[dict]]:
@@ -60,14 +60,14 @@ def with_recomputed(graph: TermGraph, tid_of: dict[int, int], recomputed) -> Ter
 
 
 def written_copies(enc) -> list[tuple[set[int], set[int]]]:
-    """The chains the definition of ``enc`` (an Encoding) computes twice, as ``copy_chains``
-    takes them: a tensor made by a second call of the elementwise op (``ELEMENTWISE``, what the
-    cost model recomputes too; no cast: the model already reads an upcast of an input in each
-    kernel, and a cast's copy alone is what Thunder writes where nvFuser's segments do not
-    follow it) that made an equal one earlier is a copy; the cone is the terms of the copies, the readers the terms of the other calls that
-    read a copy. One chain for the whole definition: a reader is taken to read the copy of
-    every term of the cone it reads (a call that reads an original and a copy of another value
-    is read as reading two copies)."""
+    """The chains the definition of ``enc`` (an Encoding) computes twice, as ``copy_chains`` takes
+    them: a tensor made by a second call of the elementwise op (``ELEMENTWISE_TERMS``, what the cost
+    model recomputes too; no cast: the model already reads an upcast of an input in each kernel, and
+    a cast's copy alone is what Thunder writes where nvFuser's segments do not follow it) that made
+    an equal one earlier is a copy; the cone is the terms of the copies, the readers the terms of
+    the other calls that read a copy. One chain for the whole definition: a reader is taken to read
+    the copy of every term of the cone it reads (a call that reads an original and a copy of another
+    value is read as reading two copies)."""
     made: set[tuple[int, str]] = set()      # (term, op) of the calls seen so far
     copies: set[int] = set()                # IR values that are copies
     readers: set[int] = set()
@@ -89,5 +89,5 @@ def written_copies(enc) -> list[tuple[set[int], set[int]]]:
 def _recomputable(enc, node) -> bool:
     """Whether ``node``'s results are tensors of an elementwise term other than a cast."""
     types = enc.fusion.types
-    return all(isinstance(types[v], TensorType) and enc.graph[enc.term_of[v]].op in ELEMENTWISE
+    return all(isinstance(types[v], TensorType) and enc.graph[enc.term_of[v]].op in ELEMENTWISE_TERMS
                and enc.graph[enc.term_of[v]].op != "Cast" for v in node.outputs)

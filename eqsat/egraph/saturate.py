@@ -21,12 +21,13 @@ from typing import Callable, Iterable, TypeVar
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
 from eqsat.deadline import NEVER, Deadline
+from eqsat.ir.opspec import RANDOM_OPS
 
 from .analysis import analysis
 from .egglog_text import NAME_TABLE, named_program, run_text
 from .encode import Encoding
 from .registry import RULES
-from .terms import INDEXING, RANDOM_OPS, TermGraph
+from .terms import INDEXING_TERMS, TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
 
 T = TypeVar("T")
@@ -81,7 +82,7 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
 
 # rule families that match only terms of these constructors (a family's rules are left out
 # of a saturation whose e-graph has none of them: they could never fire)
-FAMILY_NEEDS = {"indexing": INDEXING | {"Iota"}}
+FAMILY_NEEDS = {"indexing": INDEXING_TERMS | {"Iota"}}
 
 
 def needs(name: str) -> frozenset:

@@ -99,7 +99,7 @@ class Family:
     inputs: str               # one letter per input: "n" an [N, H] tensor, "h" an [H] one
 
 
-FAMILIES = {f.name: f for f in (
+AMAX_FAMILIES = {f.name: f for f in (
     Family("rmsnorm", "rms_norm(x) * w", _rmsnorm, _rmsnorm_torch, "nh"),
     Family("layernorm", "layer_norm(x) * w + b", _layernorm, _layernorm_torch, "nhh"),
     Family("gelu_tanh", "gelu(x), tanh form", _gelu_tanh,
@@ -112,7 +112,7 @@ FAMILIES = {f.name: f for f in (
 def definition(family: str, *, split: bool = False, scaled_amax: bool = True) -> Callable:
     """The fusion of ``family`` (a function of ``fd``): as a user writes it, or (``split``)
     with the amax split by hand, over the hidden axis and then over the rows."""
-    body = FAMILIES[family].body
+    body = AMAX_FAMILIES[family].body
 
     def define(fd) -> None:
         y = body(fd)
@@ -125,7 +125,7 @@ def definition(family: str, *, split: bool = False, scaled_amax: bool = True) ->
         fd.add_output(amax)
 
     define.__name__ = f"{family}_fp8_amax{'_split' if split else ''}"
-    define.__doc__ = (f"FP8 amax after {FAMILIES[family].summary}: q = e4m3(clamp(y * s)), amax = "
+    define.__doc__ = (f"FP8 amax after {AMAX_FAMILIES[family].summary}: q = e4m3(clamp(y * s)), amax = "
                       f"max |{'y * s' if scaled_amax else 'y'}| over both axes"
                       f"{', split by hand' if split else ''}.")
     return define
@@ -133,7 +133,7 @@ def definition(family: str, *, split: bool = False, scaled_amax: bool = True) ->
 
 def torch_reference(family: str, *, scaled_amax: bool = True) -> Callable:
     """``family``'s outputs [q, amax] in plain torch (``torch.nn.functional``)."""
-    fam = FAMILIES[family]
+    fam = AMAX_FAMILIES[family]
 
     def reference(*inputs):
         *tensors, s = inputs
@@ -151,5 +151,5 @@ def make_inputs(family: str, n: int = 64, h: int = 96, device="cpu", scale: floa
     """Random inputs of ``family`` at [N, H] = [n, h] in ``dtype``, then the Float scale."""
     g = torch.Generator(device="cpu").manual_seed(0)
     shapes = {"n": (n, h), "h": (h,)}
-    out = [torch.randn(*shapes[c], generator=g).to(dtype).to(device) for c in FAMILIES[family].inputs]
+    out = [torch.randn(*shapes[c], generator=g).to(dtype).to(device) for c in AMAX_FAMILIES[family].inputs]
     return out + [torch.tensor(scale, dtype=torch.float32, device=device)]

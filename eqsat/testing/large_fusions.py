@@ -69,4 +69,4 @@ def wide(ops: int):
     return definition, lambda m, k: [torch.randn(m, k)]
 
 
-KINDS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}
+LARGE_FUSIONS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}
