@@ -13,7 +13,7 @@ from eqsat.errors import FusionError
 from eqsat.frontend.ingest import define_on
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
-from eqsat.ir.replay import replay
+from .frontends import replay_for
 
 
 def load_frontend(frontend: str | None = None, prefer: str | None = None):
@@ -99,7 +99,7 @@ def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
     fd = module.FusionDefinition()
     with fd:
         target = _DirectAdapter(fd) if direct else fd
-        replay(fusion, _DtypeAdapter(target, module), style="direct" if direct else "classic")
+        replay_for(fusion, _DtypeAdapter(target, module), "direct" if direct else "classic")
     return fd
 
 

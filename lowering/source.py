@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from eqsat.ir.fusion import FRONTENDS, Fusion
 from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPS
 from eqsat.ir.printing import literal
-from eqsat.ir.replay import replay
+from .frontends import replay_for
 
 
 class Name(str):
@@ -88,7 +88,7 @@ def fusion_source(fusion: Fusion, style: str | None = None) -> str:
     if style not in ("classic", "direct"):
         raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
     writer = SourceWriter(style=style)
-    replay(fusion, writer, style=style)
+    replay_for(fusion, writer, style)
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"
 

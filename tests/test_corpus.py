@@ -10,7 +10,7 @@ from conftest import (CORPUS_THUNDER, corpus_files, corpus_meta_files, indexable
                       thunder_files)
 
 import eqsat
-from eqsat.egraph.decode import lower_encoding
+from eqsat.lowering.from_terms import lower_encoding
 from eqsat.egraph.encode import encode
 from eqsat.frontend.ingest import define_on
 from eqsat.lowering import fusion_source

@@ -194,7 +194,7 @@ def test_a_take_of_a_zero_padded_value_is_a_takepad_term(case, encoded):
     kept = [n.op for n in enc.boundaries if not n.is_input]
     assert ("TakePad" in ops) == encoded and ("Take" in ops) == (not encoded)     # a take of the kept pad
     assert kept == ([] if encoded and not case else ["pad"])
-    from eqsat.egraph.decode import lower_encoding
+    from eqsat.lowering.from_terms import lower_encoding
     g = torch.Generator().manual_seed(0)
     inputs = [torch.randn(4, 5, generator=g), torch.tensor([[0], [5], [2], [4]])]
     if case.get("widths") == (0, 2, 0, 0):

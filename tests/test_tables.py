@@ -10,7 +10,7 @@ import torch
 import eqsat
 from eqsat.cost.ops import BARRIERS, DRAWS, INDEXERS, REDUCING, RESIZES, VIEWS, Kept
 from eqsat.cost.profile import PACKAGED, KernelKind, Profile, load_profile
-from eqsat.egraph.decode import lower_encoding
+from eqsat.lowering.from_terms import lower_encoding
 from eqsat.egraph.encode import encode
 from eqsat.egraph.terms import (ELEMENTWISE_TERMS, FREE_TERMS, INDEXING_TERMS, SCALAR_TERMS, SPECIAL_TERMS,
                                 TERMS)

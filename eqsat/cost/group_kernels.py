@@ -104,7 +104,7 @@ class GroupKernels:
     def innermost(self, n) -> int | None:
         """The label of node ``n``'s innermost dim: as given (``inner``: the fusion's own
         values), else as eqsat's lowering lays a new value out
-        (``eqsat.egraph.decode.Lowerer.output_order``): a reduction keeps its input's innermost
+        (``eqsat.lowering.from_terms.TermLowering.output_order``): a reduction keeps its input's innermost
         dim unless it reduces it; an elementwise op takes that of its operand with the most
         labels, where that operand has all of the op's. None where not known (a kept op)."""
         known, nodes = self.inner, self.nodes

@@ -12,7 +12,7 @@ from eqsat.deadline import NEVER, Cut, Deadline
 from eqsat.egraph.encode import Encoding, encode
 from eqsat.egraph.recompute import copy_chains, written_copies
 from eqsat.egraph.saturate import Limits, Saturation, applicable, in_session
-from eqsat.extract import Dump, dump
+from eqsat.cost.extract import Dump, dump
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.ir.layout import alias_output_sources

@@ -10,7 +10,7 @@ from eqsat.cost.model import CostModel, Estimate
 from eqsat.cost.profile import Profile
 from eqsat.deadline import Cut
 from eqsat.defaults import MIN_GAIN
-from eqsat.extract import Extraction, extract
+from eqsat.cost.extract import Extraction, extract
 
 from .analyse import Analysis, analyse
 from .context import Pick, Run, concrete_extents

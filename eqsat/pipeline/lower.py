@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from eqsat.cost.walks import reachable
 from eqsat.deadline import Cut
-from eqsat.egraph.decode import lower_terms
+from eqsat.lowering.from_terms import lower_terms
 from eqsat.egraph.recompute import with_recomputed
 from eqsat.errors import FusionError
-from eqsat.extract import Choice, to_term_graph
+from eqsat.cost.extract import Choice, to_term_graph
 from eqsat.ir.axes import TensorType
 from eqsat.ir.fusion import Fusion
 from eqsat.rules import RULES

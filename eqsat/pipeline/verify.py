@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from eqsat.cost.model import Estimate
 from eqsat.deadline import Cut
-from eqsat.extract import Extraction
+from eqsat.cost.extract import Extraction
 from eqsat.ir.fusion import Fusion
 from eqsat.verification.cache import VerificationCache
 from eqsat.verification.verify import Verification

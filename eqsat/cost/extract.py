@@ -1,9 +1,8 @@
 """Extraction: pick one e-node per e-class so that the cost model's score of the whole
 candidate is lowest; never worse than the input.
 
-The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
-``freeze()``; :mod:`eqsat.egraph.egglog_text`, this and ``eqsat.egraph.saturate._changes`` are the places
-that touch egglog's internals). A fast additive estimate picks a first candidate; a local
+The saturated e-graph is dumped to Python (:func:`dump`, from the tables
+:func:`eqsat.egraph.egglog_text.frozen` reads). A fast additive estimate picks a first candidate; a local
 search then switches one class's choice at a time, scoring each whole candidate with
 :class:`~eqsat.cost.CostModel`, until nothing improves or its work budget is spent (the nodes
 of the candidates scored, summed: the same on any machine). The input's own choice is scored
@@ -18,12 +17,13 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-from eqsat.cost.model import CostModel, Estimate, GNode
-from eqsat.cost.walks import reachable, topological
 from eqsat.deadline import NEVER, Cut, Deadline
 from eqsat.defaults import SEARCH_BUDGET
-from eqsat.egraph.egglog_text import NAME_TABLE
+from eqsat.egraph.egglog_text import NAME_TABLE, frozen
 from eqsat.egraph.terms import REDUCTIONS, SIGNATURES, TermGraph
+
+from .model import CostModel, Estimate, GNode
+from .walks import reachable, topological
 
 
 @dataclass
@@ -36,21 +36,14 @@ class Dump:
     names: dict[tuple[int, int], int] = field(default_factory=dict)   # (scope, term id) -> class
 
 
-def _class_id(value) -> int:
-    text = str(value)                       # "Value(14)"
-    return int(text[text.index("(") + 1:-1])
-
-
 def dump(eg) -> Dump:
-    raw = eg._egraph
-    frozen = raw.freeze()
-    out = Dump()
-    convert = {"i64": raw.value_to_i64, "f64": raw.value_to_f64, "String": raw.value_to_string}
-    fns = frozen.functions
+    """The e-graph ``eg`` as Python data (its e-nodes that are not subsumed)."""
+    tables = frozen(eg)
+    fns, class_id, out = tables.functions, tables.class_id, Dump()
     for name in ("labels", "dtype"):
         table = getattr(out, name)
         for row in fns[name].rows:
-            table[_class_id(row.inputs[0])] = raw.value_to_i64(row.output)
+            table[class_id(row.inputs[0])] = tables.i64(row.output)
     pending = []
     for name, (kinds, _) in SIGNATURES.items():
         fn = fns.get(name)
@@ -59,15 +52,15 @@ def dump(eg) -> Dump:
         for row in fn.rows:
             if row.subsumed:
                 continue
-            attrs = tuple(convert[k](v) for k, v in zip(kinds, row.inputs[:len(kinds)]))
-            kids = tuple(_class_id(v) for v in row.inputs[len(kinds):])
-            pending.append((_class_id(row.output), name, attrs, kids))
+            attrs = tuple(tables.convert[k](v) for k, v in zip(kinds, row.inputs[:len(kinds)]))
+            kids = tuple(class_id(v) for v in row.inputs[len(kinds):])
+            pending.append((class_id(row.output), name, attrs, kids))
     for cls, name, attrs, kids in pending:
         node = GNode(name, attrs, kids, out.labels.get(cls, -1), out.dtype.get(cls, -1))
         out.classes.setdefault(cls, []).append(node)
     for row in fns[NAME_TABLE].rows:
-        scope, tid = (raw.value_to_i64(v) for v in row.inputs)
-        out.names[scope, tid] = _class_id(row.output)
+        scope, tid = (tables.i64(v) for v in row.inputs)
+        out.names[scope, tid] = class_id(row.output)
     return out
 
 

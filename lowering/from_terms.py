@@ -20,7 +20,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import GENERIC, INDEXING_TERMS, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from eqsat.egraph.terms import GENERIC, INDEXING_TERMS, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
