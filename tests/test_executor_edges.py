@@ -256,7 +256,7 @@ def test_fp8_ops_that_keep_fp8_saturate_too():
 
 def test_the_rule_verifier_rounds_to_fp8_as_the_executor_does():
     from eqsat.egraph.terms import DTYPE_CODE
-    from eqsat.rules.verify import _rounded
+    from eqsat.rules.evaluation import rounded as _rounded
 
     t = torch.tensor([1e6, -float("inf"), 3.0], dtype=torch.float64)
     assert _rounded(t, DTYPE_CODE[DataType.Float8_e5m2]).tolist() == [57344.0, -57344.0, 3.0]

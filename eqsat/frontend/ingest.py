@@ -19,7 +19,7 @@ from eqsat.errors import FusionError, naming_file
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 
-from .reader import about_running, parse, read_inputs, run_definition
+from .repro_file import about_running, parse, read_inputs, run_definition
 from .recorder import FusionDefinition, caller_line
 
 

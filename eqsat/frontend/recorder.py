@@ -379,68 +379,49 @@ def _from_sizes_strides(sizes, strides, static_sizes):
     return (shape, *layout.layout_of(sizes, strides))
 
 
+def _rank_of(ref, inference: AxisInference) -> int | None:
+    t = inference.types.get(ref.id) if isinstance(ref, Ref) else None
+    if not isinstance(t, TensorType):
+        raise TypeError(f"expected a tensor, got {'a scalar' if t is not None or not isinstance(ref, Ref) else ref!r}")
+    return t.rank
+
+
+def _dim_list(value, rank, what="dims") -> tuple[int, ...]:
+    """``value`` (None: every dim; an int or a list of them) as sorted non-negative dims."""
+    if value is None:
+        return tuple(range(rank))
+    items = (value,) if isinstance(value, int) else tuple(value)
+    out = []
+    for d in items:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise ValueError(f"{what} must be ints, got {value!r}")
+        if rank is not None and not -rank <= d < rank:       # a rank-0 tensor has no dims
+            raise ValueError(f"{what} entry {d} is out of range for a tensor of rank {rank}")
+        out.append(d % rank if rank else d)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{what} {list(items)} repeats a dim")
+    return tuple(sorted(out))
+
+
+def _one_dim(value, rank, what="dim") -> int:
+    return _dim_list(int(value) if not isinstance(value, bool) else value, rank, what)[0]
+
+
+FLAGS = ("keepdim", "squeeze_expanded", "manual_padding", "manual_normalization", "largest", "sorted",
+         "descending", "stable")
+
+
 def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> dict[str, Any]:
     """Canonical argument values: dims non-negative and sorted, flags as bools, dtypes coerced."""
-    for key in ("dtype",):
-        if key in args and args[key] is not None:
-            args[key] = dt.coerce(args[key])
-
-    def rank_of(ref):
-        t = inference.types.get(ref.id) if isinstance(ref, Ref) else None
-        if not isinstance(t, TensorType):
-            raise TypeError(f"expected a tensor, got {'a scalar' if t is not None or not isinstance(ref, Ref) else ref!r}")
-        return t.rank
-
-    def dim_list(value, rank, what="dims"):
-        if value is None:
-            return tuple(range(rank))
-        items = (value,) if isinstance(value, int) else tuple(value)
-        out = []
-        for d in items:
-            if not isinstance(d, int) or isinstance(d, bool):
-                raise ValueError(f"{what} must be ints, got {value!r}")
-            if rank is not None and not -rank <= d < rank:       # a rank-0 tensor has no dims
-                raise ValueError(f"{what} entry {d} is out of range for a tensor of rank {rank}")
-            out.append(d % rank if rank else d)
-        if len(set(out)) != len(out):
-            raise ValueError(f"{what} {list(items)} repeats a dim")
-        return tuple(sorted(out))
-
-    def one_dim(value, rank, what="dim"):
-        return dim_list(int(value) if not isinstance(value, bool) else value, rank, what)[0]
-
+    if args.get("dtype") is not None:
+        args["dtype"] = dt.coerce(args["dtype"])
     cat = spec.category
-    if cat in ("unary", "binary", "where", "clamp", "lerp", "cast"):
-        pass
-    if cat in ("reduction", "var", "var_mean", "welford", "squeeze"):
-        if "arg" in args and isinstance(args["arg"], Ref):
-            rank = rank_of(args["arg"])
-            if rank is not None:
-                args["dims"] = dim_list(args["dims"], rank)
-    if "keepdim" in args:
-        args["keepdim"] = bool(args["keepdim"])
-    for flag in ("squeeze_expanded", "manual_padding", "manual_normalization", "largest", "sorted",
-                 "descending", "stable"):
+    _normalize_dims(cat, args, inference)
+    for flag in FLAGS:
         if flag in args:
             args[flag] = bool(args[flag])
     if cat == "permute":
         args["dims"] = tuple(args["dims"])
-    if cat in ("size",):
-        rank = rank_of(args["arg"])
-        if rank is not None:
-            args["dim"] = one_dim(args["dim"], rank)
-    if cat in ("gather", "index_select", "topk", "argsort", "scan", "scatter"):
-        rank = rank_of(args["arg"])
-        # nvFuser sorts a rank-0 tensor as it is (a topk of itself, an argsort of 0)
-        if rank is not None and not (rank == 0 and cat in ("topk", "argsort")):
-            args["dim"] = one_dim(args["dim"], rank)
-    if cat == "cat":
-        tensors = args["tensors"]
-        if not isinstance(tensors, tuple) or not tensors:
-            raise ValueError("tensors must be a non-empty list of tensors")
-        rank = rank_of(tensors[0])
-        if rank is not None:
-            args["dim"] = one_dim(args["dim"], rank)
     if cat == "broadcast":
         args["is_broadcast_dim"] = tuple(bool(b) for b in args["is_broadcast_dim"])
     if cat == "broadcast_in_dim":
@@ -452,3 +433,29 @@ def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> d
         if key in args and isinstance(args[key], int):
             args[key] = (args[key],)
     return args
+
+
+def _normalize_dims(cat: str, args: dict[str, Any], inference: AxisInference) -> None:
+    """A reduction's or squeeze's ``dims``, and the ``dim`` of the ops that take one, in range
+    of their operand's rank, non-negative and sorted."""
+    if cat in ("reduction", "var", "var_mean", "welford", "squeeze"):
+        if "arg" in args and isinstance(args["arg"], Ref):
+            rank = _rank_of(args["arg"], inference)
+            if rank is not None:
+                args["dims"] = _dim_list(args["dims"], rank)
+    if cat in ("size",):
+        rank = _rank_of(args["arg"], inference)
+        if rank is not None:
+            args["dim"] = _one_dim(args["dim"], rank)
+    if cat in ("gather", "index_select", "topk", "argsort", "scan", "scatter"):
+        rank = _rank_of(args["arg"], inference)
+        # nvFuser sorts a rank-0 tensor as it is (a topk of itself, an argsort of 0)
+        if rank is not None and not (rank == 0 and cat in ("topk", "argsort")):
+            args["dim"] = _one_dim(args["dim"], rank)
+    if cat == "cat":
+        tensors = args["tensors"]
+        if not isinstance(tensors, tuple) or not tensors:
+            raise ValueError("tensors must be a non-empty list of tensors")
+        rank = _rank_of(tensors[0], inference)
+        if rank is not None:
+            args["dim"] = _one_dim(args["dim"], rank)

@@ -4,7 +4,6 @@ category of :data:`eqsat.ir.opspec.OPS`, ``_cat_<category>``; an elementwise op'
 row's dtype rule)."""
 from __future__ import annotations
 
-import math
 
 from . import dtypes as dt
 from . import layout

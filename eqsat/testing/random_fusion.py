@@ -359,6 +359,38 @@ class _Builder:
             self.add(out, v.dims, scan)
 
 
+def _input_spec(ch: Chooser, n_inputs: int, n_axes: int, mixed: bool) -> list[tuple[tuple[int, ...], Any]]:
+    """Each input's axes and dtype; with ``mixed``, some of them of the fusion's one integer or
+    bool dtype."""
+    spec = []
+    other = None
+    for _ in range(n_inputs):
+        dims = tuple(ch.subset(range(n_axes), min_size=1))
+        dtype = ch.pick(FUZZ_DTYPES)
+        if mixed:
+            other = other or ch.pick(MIXED_DTYPES)
+            dtype = other if ch.int(0, 1) else dtype
+        spec.append((dims, dtype))
+    return spec
+
+
+def _inputs(spec, extents, planning, seed: int, with_scalar_input: bool, special: bool) -> tuple[list, list]:
+    """The inputs to run at ``extents`` (values from ``seed``) and to plan at ``planning`` (meta
+    tensors), a scalar input last where the fusion has one."""
+    g = torch.Generator().manual_seed(seed)
+    inputs: list[Any] = [_values(torch.randn(*[extents[d] for d in dims], generator=g), dtype)
+                         for dims, dtype in spec]
+    big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
+           for dims, dtype in spec]
+    if with_scalar_input:
+        inputs.append(float(torch.randn(1, generator=g)))
+        big.append(inputs[-1])
+    if special:
+        inputs = special_inputs(inputs, g)
+        big = big[:len(spec)] + inputs[len(spec):]
+    return inputs, big
+
+
 def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
                   special: bool = False, draws: bool = False, edges: bool = False,
                   mixed: bool = False) -> RandomCase:
@@ -372,15 +404,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
     n_inputs = ch.int(1, 3)
     seed = ch.int(0, 2**16)
-    spec = []
-    other = None                 # with mixed: the fusion's one integer or bool input dtype
-    for _ in range(n_inputs):
-        dims = tuple(ch.subset(range(n_axes), min_size=1))
-        dtype = ch.pick(FUZZ_DTYPES)
-        if mixed:
-            other = other or ch.pick(MIXED_DTYPES)
-            dtype = other if ch.int(0, 1) else dtype
-        spec.append((dims, dtype))
+    spec = _input_spec(ch, n_inputs, n_axes, mixed)
     with_scalar_input = bool(ch.int(0, 1))
     steps = ch.int(1, max_steps)
     holder: dict[str, _Builder] = {}
@@ -414,17 +438,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     b = holder["b"]
     if edges:            # each axis empty, or of size 1, about one time in six at run time
         extents = [ch.pick([0, 1] + [e] * 4) for e in extents]
-    g = torch.Generator().manual_seed(seed)
-    inputs: list[Any] = [_values(torch.randn(*[extents[d] for d in dims], generator=g), dtype)
-                         for dims, dtype in spec]
-    big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
-           for dims, dtype in spec]
-    if with_scalar_input:
-        inputs.append(float(torch.randn(1, generator=g)))
-        big.append(inputs[-1])
-    if special:
-        inputs = special_inputs(inputs, g)
-        big = big[:len(spec)] + inputs[len(spec):]
+    inputs, big = _inputs(spec, extents, planning, seed, with_scalar_input, special)
     return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special, edges, mixed)
 
 
