@@ -6,6 +6,7 @@ A backstop for pathological inputs, never what decides a normal result: work lim
 (docs/limits-and-deadline.md). A module of its own, importing nothing of eqsat's, since every
 stage imports it.
 """
+
 from __future__ import annotations
 
 import time
@@ -66,4 +67,4 @@ class Deadline:
         return self.at is not None and (other.at is None or self.at < other.at)
 
 
-NEVER = Deadline(None)      # the default of a stage given no deadline
+NEVER = Deadline(None)  # the default of a stage given no deadline

@@ -1,5 +1,6 @@
 """The public API of the pipeline (``eqsat.pipeline``): ``optimize_fusion`` and
 ``estimate_fusion``, and the names callers import from here."""
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -18,19 +19,50 @@ from .pipeline.options import VERIFY, Options
 from .pipeline.report import Rejection, Report, SaturationSummary
 from .pipeline.verify import VERIFY_CANDIDATES, VERIFY_WINDOW
 
-__all__ = ["DEADLINE_S", "DEFAULT_EXTENT", "MIN_GAIN", "RECOMPUTE", "SATURATION_SHARE", "SEARCH_BUDGET",
-           "UNCREDITED", "VERIFY", "VERIFY_CANDIDATES", "VERIFY_WINDOW", "Cut", "Deadline", "OptimizedFusion",
-           "Options", "Rejection", "Report", "SaturationSummary", "concrete_extents", "estimate_fusion",
-           "optimize_fusion"]
+__all__ = [
+    "DEADLINE_S",
+    "DEFAULT_EXTENT",
+    "MIN_GAIN",
+    "RECOMPUTE",
+    "SATURATION_SHARE",
+    "SEARCH_BUDGET",
+    "UNCREDITED",
+    "VERIFY",
+    "VERIFY_CANDIDATES",
+    "VERIFY_WINDOW",
+    "Cut",
+    "Deadline",
+    "OptimizedFusion",
+    "Options",
+    "Rejection",
+    "Report",
+    "SaturationSummary",
+    "concrete_extents",
+    "estimate_fusion",
+    "optimize_fusion",
+]
 
 
-def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
-                    rules: Iterable[str] | None = None, reassociate: bool = True,
-                    limits: Limits | None = None, extents: dict[int, int] | None = None,
-                    default_extent: int = DEFAULT_EXTENT, search_budget: int = SEARCH_BUDGET,
-                    search_seconds: float | None = None, min_gain: float | None = None,
-                    deadline_s: float | None = DEADLINE_S, relower: bool = False, verify: str | None = None,
-                    cache_dir=None, runner: Runner | None = None, recompute: bool = True) -> OptimizedFusion:
+def optimize_fusion(
+    definition: Any,
+    inputs: Sequence[Any] | None = None,
+    *,
+    profile=None,
+    rules: Iterable[str] | None = None,
+    reassociate: bool = True,
+    limits: Limits | None = None,
+    extents: dict[int, int] | None = None,
+    default_extent: int = DEFAULT_EXTENT,
+    search_budget: int = SEARCH_BUDGET,
+    search_seconds: float | None = None,
+    min_gain: float | None = None,
+    deadline_s: float | None = DEADLINE_S,
+    relower: bool = False,
+    verify: str | None = None,
+    cache_dir=None,
+    runner: Runner | None = None,
+    recompute: bool = True,
+) -> OptimizedFusion:
     """Optimize an nvFuser fusion.
 
     ``definition``: a function of ``fd``, repro text or a path to a repro file, a live
@@ -50,15 +82,34 @@ def optimize_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, pro
 
     Raises ValueError for an option out of range, FusionError for a definition or inputs eqsat
     cannot read, or for verify="gpu" without a CUDA device, nvFuser or inputs with values."""
-    options = Options(profile=profile, rules=rules, reassociate=reassociate, limits=limits, extents=extents,
-                      default_extent=default_extent, search_budget=search_budget,
-                      search_seconds=search_seconds, min_gain=min_gain, deadline_s=deadline_s,
-                      relower=relower, verify=verify, cache_dir=cache_dir, runner=runner, recompute=recompute)
+    options = Options(
+        profile=profile,
+        rules=rules,
+        reassociate=reassociate,
+        limits=limits,
+        extents=extents,
+        default_extent=default_extent,
+        search_budget=search_budget,
+        search_seconds=search_seconds,
+        min_gain=min_gain,
+        deadline_s=deadline_s,
+        relower=relower,
+        verify=verify,
+        cache_dir=cache_dir,
+        runner=runner,
+        recompute=recompute,
+    )
     return optimize(definition, inputs, options)
 
 
-def estimate_fusion(definition: Any, inputs: Sequence[Any] | None = None, *, profile=None,
-                    extents: dict[int, int] | None = None, default_extent: int = DEFAULT_EXTENT) -> Estimate:
+def estimate_fusion(
+    definition: Any,
+    inputs: Sequence[Any] | None = None,
+    *,
+    profile=None,
+    extents: dict[int, int] | None = None,
+    default_extent: int = DEFAULT_EXTENT,
+) -> Estimate:
     """The cost model's estimate of a fusion as given (kernels, bytes, time), without rewriting;
     at ``inputs``' shapes, else at those of a repro file's or text's own inputs, else at static
     extents and ``default_extent``. FusionError where the cost model has no reading of it."""

@@ -1,6 +1,7 @@
 """The calls each of nvFuser's frontends takes in another form than the IR records them:
 :class:`Classic` (``nvfuser``, up to 0.2.35) and :class:`Direct` (``nvfuser_direct``),
 handed to :func:`eqsat.ir.replay.replay` as its ``calls``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +29,7 @@ class Direct(Calls):
         changes = {}
         for k, v in node.args:
             if k in self.places and is_number(v):
-                key = -1 - len(scalars)      # below every value id of the fusion
+                key = -1 - len(scalars)  # below every value id of the fusion
                 scalars[key] = fd.define_scalar(v, dtype=of_number(v))
                 changes[k] = Ref(key)
         return node.with_args(**changes) if changes else node

@@ -118,29 +118,29 @@ class EvalNamespace(Conditions):
         rest = tuple(l for l in a.labels if l not in present)
         t = a.t
         if op in ("Var", "Mean") and not t.is_floating_point():
-            t = t.to(torch.float64)                 # float math on integers (floatify)
+            t = t.to(torch.float64)  # float math on integers (floatify)
         if op == "Var":
             if absent:
                 raise ValueError("var over an axis its input lacks")
             # over no labels: one element, (x - x)^2 / (1 - c) (NaN for an infinite x)
-            with warnings.catch_warnings():        # a correction of the extent or more: inf/NaN
+            with warnings.catch_warnings():  # a correction of the extent or more: inf/NaN
                 warnings.simplefilter("ignore")
                 t = _OPS.var(t, dims, correction) if dims else (t - t) ** 2 / (1 - correction)
             return Named(t, rest, a.dtype)
         n = math.prod(self.extents[l] for l in absent)
-        if op == "Mean":          # over an empty axis, NaN (0/0), whether a lacks it or not
+        if op == "Mean":  # over an empty axis, NaN (0/0), whether a lacks it or not
             t = torch.mean(t, dim=dims) if dims else t
             return Named(torch.full_like(t, math.nan) if n == 0 else t, rest, a.dtype)
         if op in ("Sum", "Prod") and not t.is_floating_point():
-            t = t.to(torch.int64)                   # integers accumulate in Int64
+            t = t.to(torch.int64)  # integers accumulate in Int64
         if dims:
             t = getattr(_OPS, IR_OP[op])(t, dims)
-        if n == 0:           # over an empty axis it lacks: the torch executor's empty reduction
+        if n == 0:  # over an empty axis it lacks: the torch executor's empty reduction
             t = getattr(_OPS, IR_OP[op])(t.unsqueeze(-1).expand(*t.shape, 0), [t.dim()])
         elif op == "Sum":
             t = t * n
         elif op == "Prod":
-            t = t ** n
+            t = t**n
         return Named(t, rest, a.dtype)
 
     def _index(self, mask, a: Named, i: Named) -> tuple[int, torch.Tensor]:
@@ -181,7 +181,7 @@ class EvalNamespace(Conditions):
             raise ValueError("index_select's index is 1-D along a label of its own")
         dim = a.labels.index(v)
         out = torch.index_select(a.t, dim, idx)
-        return Named(out, a.labels[:dim] + i.labels + a.labels[dim + 1:], a.dtype)
+        return Named(out, a.labels[:dim] + i.labels + a.labels[dim + 1 :], a.dtype)
 
     def Iota(self, mask) -> Named:
         """0, 1, ..., |V| - 1 along the one label of ``mask`` (Int)."""
@@ -192,7 +192,9 @@ class EvalNamespace(Conditions):
 
     def Bin(self, op, a: Named, b: Named) -> Named:
         """A generic binary op (the torch executor's): comparisons and logical ops give Bool."""
-        code = DTYPE_CODE[DataType.Bool] if op in BOOLEAN_BINARY else result_code("promote", [a.dtype, b.dtype])
+        code = (
+            DTYPE_CODE[DataType.Bool] if op in BOOLEAN_BINARY else result_code("promote", [a.dtype, b.dtype])
+        )
         return self._pointwise_checked(getattr(_OPS, op), a, b, dtype=code)
 
     def Tern(self, op, p: Named, a: Named, b: Named) -> Named:
@@ -206,12 +208,13 @@ class EvalNamespace(Conditions):
         """The table's reductions, and its pointwise terms that are one IR op (the torch
         executor's); the other terms are methods above."""
         spec = TERMS.get(name)
-        if spec is not None and spec.kind == "reduction":       # (labels, [correction,] a)
+        if spec is not None and spec.kind == "reduction":  # (labels, [correction,] a)
             return lambda mask, *rest: self._reduce(name, mask, rest[-1], *rest[:-1])
         if spec is not None and spec.kind == "pointwise" and spec.ir_op:
             op = getattr(_OPS, spec.ir_op)
-            return lambda *xs: self._pointwise_checked(_defined(name, op), *xs,
-                                                       dtype=result_code(spec.dtype, [x.dtype for x in xs]))
+            return lambda *xs: self._pointwise_checked(
+                _defined(name, op), *xs, dtype=result_code(spec.dtype, [x.dtype for x in xs])
+            )
         raise AttributeError(name)
 
     def acc(self, a: Named) -> Named:
@@ -297,4 +300,5 @@ def _defined(name: str, op):
             if a.dtype != torch.bool and bool(((b == -1) & (a == torch.iinfo(a.dtype).min)).any()):
                 raise ValueError("integer division overflows (the least integer by -1)")
         return op(a, b)
+
     return div

@@ -2,6 +2,7 @@
 
 Each docstring ends with what the rule assumes about special values (NaN, +-inf, signed zero,
 integer overflow); see :mod:`eqsat.rules.rule`."""
+
 from .rule import DType, Term, rule
 
 

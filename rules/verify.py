@@ -30,6 +30,7 @@ flags: the flags speak of floating-point NaN, inf and rounding, and integer resu
 wrap around, in any order alike) must agree exactly, so a rule that integer wrap-around
 breaks fails whatever it is flagged.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,20 @@ from eqsat.egraph.terms import DTYPES
 from eqsat.reference.compare import rtol_of
 
 from . import RULES
-from .evaluation import BOOL_CODE, DOUBLE_CODE, EvalNamespace, FLOAT_CODES, INT_CODES, Named, WIDENS, is_float_code, rounded, torch_dtype
+from .evaluation import (
+    BOOL_CODE,
+    DOUBLE_CODE,
+    EvalNamespace,
+    FLOAT_CODES,
+    INT_CODES,
+    Named,
+    WIDENS,
+    is_float_code,
+    rounded,
+    torch_dtype,
+)
 from .rule import Axes, Axis, Correction, DType, Index, Term
+
 
 @dataclass
 class Verdict:
@@ -53,7 +66,7 @@ class Verdict:
     worst_error: float
     passed: bool
     problem: str = ""
-    values: str = ""           # the values drawn (VALUE_KINDS)
+    values: str = ""  # the values drawn (VALUE_KINDS)
 
 
 # what a rule's floating-point values may hold, from most to least: "all special" (every
@@ -94,9 +107,9 @@ def _categories(code: int, kind: str) -> dict[str, list]:
     +-inf, and where it is all special huge and tiny values."""
     if code == BOOL_CODE:
         return {}
-    if not is_float_code(code):        # finite only: no 0 (a float's x/0, inf*0 are special)
+    if not is_float_code(code):  # finite only: no 0 (a float's x/0, inf*0 are special)
         return {"limits": [v for v in _integer_limits(code) if v or kind != "finite only"]}
-    if kind == "finite only":          # normal values alone (no 0 to divide by)
+    if kind == "finite only":  # normal values alone (no 0 to divide by)
         return {}
     cats = {"zeros": [0.0, -0.0], "nan": [math.nan], "inf": [math.inf, -math.inf]}
     if kind == "all special":
@@ -120,8 +133,9 @@ def _integer_limits(code: int) -> list[int]:
     return [info.min, info.min + 1, info.max, info.max - 1, root, -root, 0, -1]
 
 
-def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000,
-                values: str | None = None) -> Verdict:
+def verify_rule(
+    rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000, values: str | None = None
+) -> Verdict:
     """Check ``rule`` on ``cases`` random cases whose conditions hold, drawing ``values``
     (VALUE_KINDS; default :func:`values_for` the rule)."""
     values = values or values_for(rule)
@@ -139,8 +153,14 @@ def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000,
             return Verdict(rule.name, done, math.inf, False, problem, values)
         worst = max(worst, problem[0])
         if problem[0] > problem[1]:
-            return Verdict(rule.name, done, worst, False,
-                           f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})", values)
+            return Verdict(
+                rule.name,
+                done,
+                worst,
+                False,
+                f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})",
+                values,
+            )
     if done == 0:
         return Verdict(rule.name, 0, 0.0, False, "its conditions never held on random cases", values)
     return Verdict(rule.name, done, worst, True, "", values)
@@ -151,7 +171,7 @@ def _draw_case(rule, rng: random.Random, values: str):
     the conditions fail or the values are outside an op's domain (integer division by 0)."""
     n_labels = rng.randint(1, 4)
     extents = {l: _draw_extent(rng) for l in range(n_labels)}
-    extents[BATCH_LABEL] = BATCH       # in no mask, so in no reduction
+    extents[BATCH_LABEL] = BATCH  # in no mask, so in no reduction
     k = EvalNamespace(extents)
     # the categories of special values each batch instance meets, in all its variables
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
@@ -167,8 +187,9 @@ def _draw_case(rule, rng: random.Random, values: str):
         if kind is Index:
             env.append(_draw_index(rng, extents, drawn_before))
             continue
-        earlier = [v.dtype if isinstance(v, Named) else v
-                   for v, drawn in drawn_before if drawn in (Term, DType)]
+        earlier = [
+            v.dtype if isinstance(v, Named) else v for v, drawn in drawn_before if drawn in (Term, DType)
+        ]
         env.append(_draw_variable(kind, rng, extents, values, themes, earlier, integer))
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
@@ -189,11 +210,18 @@ def _draw_extent(rng: random.Random) -> int:
 # Most tensors also vary along a batch label that no mask holds: a case is BATCH independent
 # instances of the rule (the same shapes, other values, other special values), so that rare
 # meetings of special values (+inf in b where a has -inf) are met in a few dozen cases.
-BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
+BATCH, BATCH_LABEL = 64, 8  # masks are drawn over labels 0 to 3
 
 
-def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,),
-                   earlier=(), integer: tuple[int, float] | None = None):
+def _draw_variable(
+    kind: type,
+    rng: random.Random,
+    extents: dict,
+    values: str,
+    themes=(None,),
+    earlier=(),
+    integer: tuple[int, float] | None = None,
+):
     """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.VARIABLE_KINDS`);
     ``earlier``: the dtype codes of the term and dtype variables drawn before it;
     ``integer``: the integer dtype many terms of the case have (None: any dtype,
@@ -203,9 +231,9 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
         return _draw_dtype(rng, earlier)
     if kind is Correction:
         return rng.choice([0, 1, 2, 3])
-    if kind is Axes:                                   # not the batch label
+    if kind is Axes:  # not the batch label
         return rng.randrange(1, 1 << (len(extents) - 1)) if rng.random() < 0.9 else 0
-    if kind is Axis:                                   # one label, not the batch label
+    if kind is Axis:  # one label, not the batch label
         return 1 << rng.randrange(len(extents) - 1)
     assert kind is Term
     r = rng.random()
@@ -214,10 +242,23 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
         others = INT_CODES + [BOOL_CODE] if share > 0.5 else FLOAT_CODES
         code = code if r < share else rng.choice(others)
     else:
-        code = (rng.choice(FLOAT_CODES) if r < 0.2 else rng.choice(INT_CODES) if r < 0.35
-                else BOOL_CODE if r < 0.4 else DOUBLE_CODE)
-    return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
-                          values=values if rng.random() < 0.8 else "finite only", themes=themes)
+        code = (
+            rng.choice(FLOAT_CODES)
+            if r < 0.2
+            else rng.choice(INT_CODES)
+            if r < 0.35
+            else BOOL_CODE
+            if r < 0.4
+            else DOUBLE_CODE
+        )
+    return _random_tensor(
+        rng,
+        extents,
+        nonneg=rng.random() < 0.35,
+        dtype=code,
+        values=values if rng.random() < 0.8 else "finite only",
+        themes=themes,
+    )
 
 
 def _draw_index(rng: random.Random, extents: dict, drawn_before) -> Named:
@@ -241,7 +282,7 @@ def _draw_index(rng: random.Random, extents: dict, drawn_before) -> Named:
         rng.shuffle(labels)
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
     code = rng.choice(INT_CODES)
-    t = (torch.rand([extents[l] for l in labels], generator=g, dtype=torch.float64) * 9).floor() - 2   # -2..6
+    t = (torch.rand([extents[l] for l in labels], generator=g, dtype=torch.float64) * 9).floor() - 2  # -2..6
     return Named(rounded(t, code), tuple(labels), code)
 
 
@@ -261,8 +302,9 @@ def _draw_dtype(rng: random.Random, earlier) -> int:
     return rng.choice(codes)
 
 
-def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only",
-                   themes=(None,)) -> Named:
+def _random_tensor(
+    rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only", themes=(None,)
+) -> Named:
     """A tensor over a random subset of the labels (the batch label more often): normal
     values, and special values of ``values`` (:func:`special_values`), in each batch instance
     of the categories in its theme (``themes``)."""
@@ -271,8 +313,8 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
     code = dtype if dtype is not None else DOUBLE_CODE
     t = _normal_values([extents[l] for l in labels], g, code, nonneg, false=values != "finite only")
-    if values != "finite only" or not is_float_code(code):     # integers: their limits always
-        if BATCH_LABEL not in labels:           # one instance: as a batch of one
+    if values != "finite only" or not is_float_code(code):  # integers: their limits always
+        if BATCH_LABEL not in labels:  # one instance: as a batch of one
             pools = [special_values(code, values, nonneg, themes[0])]
             t = _with_specials(t.unsqueeze(0), 0, rng, g, code, pools).squeeze(0)
         else:
@@ -282,8 +324,9 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str
     return Named(t, tuple(labels), code)
 
 
-def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool,
-                   false: bool = True) -> torch.Tensor:
+def _normal_values(
+    shape: list[int], g: torch.Generator, code: int, nonneg: bool, false: bool = True
+) -> torch.Tensor:
     """Standard normal values rounded to ``code``; integers -50..50 but 0 (as normal floats
     are never 0: 0 is a special value); bools False and True alike (``false``), or True alone
     (False is a 0 in arithmetic)."""
@@ -296,8 +339,9 @@ def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool
     return rounded(t.abs() if nonneg else t, code)
 
 
-def _with_specials(t: torch.Tensor, dim: int, rng: random.Random, g: torch.Generator, code: int,
-                   pools: list[dict]) -> torch.Tensor:
+def _with_specials(
+    t: torch.Tensor, dim: int, rng: random.Random, g: torch.Generator, code: int, pools: list[dict]
+) -> torch.Tensor:
     """``t`` with special values in each batch instance (index ``i`` along ``dim``): one to
     three values of ``pools[i]`` (by category, :func:`special_values`) at random places (a
     random share of them, up to all): few at a time, so that +inf in one operand meets -inf
@@ -307,11 +351,16 @@ def _with_specials(t: torch.Tensor, dim: int, rng: random.Random, g: torch.Gener
     flat = rows.reshape(rows.shape[0], -1)
     few, share = [], []
     for pool in pools:
-        drawn = [rng.choice(pool[rng.choice(sorted(pool))]) for _ in range(rng.randint(1, 3))] if pool else [0]
+        drawn = (
+            [rng.choice(pool[rng.choice(sorted(pool))]) for _ in range(rng.randint(1, 3))] if pool else [0]
+        )
         few.append([drawn[j % len(drawn)] for j in range(3)])
         share.append(rng.choice([0.2, 0.5, 1.0]) if pool else 0.0)
     few = rounded(torch.tensor(few, dtype=t.dtype), code)
-    at = torch.rand(flat.shape, generator=g, dtype=torch.float64) < torch.tensor(share, dtype=torch.float64)[:, None]
+    at = (
+        torch.rand(flat.shape, generator=g, dtype=torch.float64)
+        < torch.tensor(share, dtype=torch.float64)[:, None]
+    )
     chosen = torch.gather(few, 1, torch.randint(3, flat.shape, generator=g))
     return torch.where(at, chosen, flat).reshape(rows.shape).movedim(0, dim)
 
@@ -341,7 +390,7 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor, labels, values: str) -> fl
     """The largest difference of finite values (NaN and inf already agree), relative to the
     largest value of its batch instance (at least 1), or to its own size where huge values
     are drawn."""
-    if a.numel() == 0:               # an empty result: nothing to differ
+    if a.numel() == 0:  # an empty result: nothing to differ
         return 0.0
     finite = a.isfinite()
     zero = torch.zeros((), dtype=a.dtype)

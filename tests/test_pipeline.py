@@ -1,6 +1,7 @@
 """The pipeline's shared parts: one ``eqsat.Options`` (the keywords of ``optimize_fusion``,
 validated once), one ``Deadline`` (the stages' ``Cut``), and the entry points that take an
 Options (the driver, ``optimize_pair``, the Thunder transform's Options)."""
+
 import dataclasses
 import inspect
 import time
@@ -26,19 +27,22 @@ def test_optimize_fusions_keywords_are_the_options_fields_with_their_defaults():
     assert keywords == fields
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"deadline_s": -1}, r"deadline_s must be a number of seconds >= 0, or None; got -1"),
-    ({"deadline_s": True}, "deadline_s must be"),
-    ({"min_gain": 1.0}, r"min_gain must be a fraction >= 0 and < 1"),
-    ({"min_gain": False}, "min_gain must be"),
-    ({"search_budget": 2.5}, "search_budget must be a whole number"),
-    ({"search_seconds": float("nan")}, "search_seconds must be a number of seconds"),
-    ({"verify": "cpu"}, r"verify must be None or 'gpu', got 'cpu'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"deadline_s": -1}, r"deadline_s must be a number of seconds >= 0, or None; got -1"),
+        ({"deadline_s": True}, "deadline_s must be"),
+        ({"min_gain": 1.0}, r"min_gain must be a fraction >= 0 and < 1"),
+        ({"min_gain": False}, "min_gain must be"),
+        ({"search_budget": 2.5}, "search_budget must be a whole number"),
+        ({"search_seconds": float("nan")}, "search_seconds must be a number of seconds"),
+        ({"verify": "cpu"}, r"verify must be None or 'gpu', got 'cpu'"),
+    ],
+)
 def test_an_option_out_of_range_is_a_value_error_naming_it(kwargs, match):
     with pytest.raises(ValueError, match=match):
         eqsat.Options(**kwargs)
-    with pytest.raises(ValueError, match=match):          # the same check, the same text
+    with pytest.raises(ValueError, match=match):  # the same check, the same text
         eqsat.optimize_fusion(_add, **kwargs)
 
 
@@ -48,7 +52,7 @@ def test_options_are_frozen_and_keep_rules_as_a_tuple():
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.min_gain = 0.2
     with pytest.raises(TypeError):
-        eqsat.Options(0.1)                  # keywords only
+        eqsat.Options(0.1)  # keywords only
 
 
 def test_the_result_keeps_its_options_and_reoptimizes_with_them():
@@ -65,7 +69,7 @@ def test_the_thunder_options_are_eqsat_options_checked_further():
     assert isinstance(made, ThunderOptions) and made.min_gain == 0.1 and made.rules == ("mul-commutes",)
     with pytest.raises(ValueError, match="rules is empty"):
         ThunderOptions.of(eqsat.Options(rules=[]))
-    eqsat.Options(cache_dir="/tmp/x")                   # optimize_fusion takes it without verify
+    eqsat.Options(cache_dir="/tmp/x")  # optimize_fusion takes it without verify
     with pytest.raises(ValueError, match="cache_dir applies to verify='gpu' only"):
         ThunderOptions(cache_dir="/tmp/x")
 
@@ -84,7 +88,7 @@ def test_a_deadline_passes_once_and_stops_a_stage_with_a_cut():
     with pytest.raises(Cut) as caught:
         d.check("extraction")
     assert caught.value.stage == "extraction"
-    NEVER.check("extraction")                           # never raises
+    NEVER.check("extraction")  # never raises
 
 
 def test_derived_deadlines_end_where_they_should():

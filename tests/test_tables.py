@@ -4,6 +4,7 @@ kinds (``eqsat.cost.profile.KernelKind``). A new row of each is all a new op, te
 takes; these tests hold what a row must make true (an elementwise op's row alone is recorded,
 typed, run and written back; a kind prices in every packaged profile) and pin the sets that
 later stages read from the rows."""
+
 import pytest
 import torch
 
@@ -12,8 +13,14 @@ from eqsat.cost.ops import BARRIERS, DRAWS, INDEXERS, REDUCING, RESIZES, VIEWS, 
 from eqsat.cost.profile import PACKAGED, KernelKind, Profile, load_profile
 from eqsat.lowering.from_terms import lower_encoding
 from eqsat.egraph.encode import encode
-from eqsat.egraph.terms import (ELEMENTWISE_TERMS, FREE_TERMS, INDEXING_TERMS, SCALAR_TERMS, SPECIAL_TERMS,
-                                TERMS)
+from eqsat.egraph.terms import (
+    ELEMENTWISE_TERMS,
+    FREE_TERMS,
+    INDEXING_TERMS,
+    SCALAR_TERMS,
+    SPECIAL_TERMS,
+    TERMS,
+)
 from eqsat.frontend.nvfuser_ops import ANY_FRONTEND_OPS
 from eqsat.ir.dtypes import to_torch
 from eqsat.ir.opspec import KEPT_ONLY, OPS, Trait
@@ -21,8 +28,9 @@ from eqsat.lowering.source import fusion_source
 
 DataType = eqsat.DataType
 # the unary and binary ops of the table that a frontend of nvFuser has (the recorder refuses others)
-ELEMENTWISE_OPS = [op for op, spec in OPS.items()
-                   if spec.category in ("unary", "binary") and op in ANY_FRONTEND_OPS]
+ELEMENTWISE_OPS = [
+    op for op, spec in OPS.items() if spec.category in ("unary", "binary") and op in ANY_FRONTEND_OPS
+]
 
 
 def _operand_dtype(op: str) -> DataType:
@@ -42,6 +50,7 @@ def test_an_elementwise_ops_row_is_all_it_takes(op):
     def definition(fd):
         xs = [fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=dtype) for _ in range(arity)]
         fd.add_output(getattr(fd.ops, op)(*xs))
+
     fusion = eqsat.ingest(definition)
     inputs = [(torch.rand(3, 4) * 4 + 1).to(to_torch(dtype)) for _ in range(arity)]
     (out,) = eqsat.run_fusion(fusion, inputs, strict=True)
@@ -60,8 +69,22 @@ def test_every_op_is_a_kept_op_with_its_rows_facts():
 def test_the_cost_models_sets_are_read_from_the_rows():
     def ops(kept):
         return {k.op if isinstance(k, Kept) else k for k in kept}
-    assert ops(BARRIERS) == {"matmul", "linear", "segment_set", "opaque", "topk", "argsort", "cumsum",
-                             "cumprod", "cummin", "cummax", "scatter", "embedding_fwd", "grouped_mm"}
+
+    assert ops(BARRIERS) == {
+        "matmul",
+        "linear",
+        "segment_set",
+        "opaque",
+        "topk",
+        "argsort",
+        "cumsum",
+        "cumprod",
+        "cummin",
+        "cummax",
+        "scatter",
+        "embedding_fwd",
+        "grouped_mm",
+    }
     assert ops(RESIZES) == {"slice", "pad", "cat"} and ops(VIEWS) == {"reshape", "slice", "stride_order"}
     assert ops(DRAWS) == {"uniform", "normal"}
     assert ops(REDUCING) == {"welford", "Sum", "Max", "Min", "Prod", "Mean", "Var"}
@@ -83,11 +106,12 @@ def test_every_kernel_kind_prices_in_every_packaged_profile(name):
 
 def test_a_kind_a_profile_leaves_out_takes_its_fallbacks_constants():
     constants = {"launch_us": 2.0, "bandwidth_GBps": 3000.0, "gflops": 40000.0}
-    given = {k.value: dict(constants, launch_us=float(i)) for i, k in enumerate(KernelKind)
-             if k.fallback is None}
+    given = {
+        k.value: dict(constants, launch_us=float(i)) for i, k in enumerate(KernelKind) if k.fallback is None
+    }
     profile = Profile.from_dict({"host_us": 5.0, "kinds": given})
     for kind in KernelKind:
         assert profile.kinds[kind] == profile.kinds[kind.fallback or kind]
-        assert kind.fallback is None or kind.fallback.fallback is None      # one step: no chains
+        assert kind.fallback is None or kind.fallback.fallback is None  # one step: no chains
     assert len({k.color for k in KernelKind}) == len(KernelKind)
     assert [k for k in KernelKind if k.grid] == [KernelKind.GRID_REDUCTION]

@@ -1,6 +1,7 @@
 """What the cost model reads and predicts: a candidate's nodes (:class:`GNode`), and its
 prediction (:class:`Estimate`: the kernels, the host's cost, what the kernels recompute and the
 tensors they hand one another)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,11 +49,11 @@ class Kernel:
     bytes_written: int
     flops: float
     time_us: float
-    recomputed: int = 0     # nodes of other kernels it computes again from the inputs
+    recomputed: int = 0  # nodes of other kernels it computes again from the inputs
     reads: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
     writes: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    bound: str = field(default="memory", compare=False, repr=False)    # or "compute": what its time is
-    drawn: int = field(default=0, compare=False, repr=False)           # random numbers it draws
+    bound: str = field(default="memory", compare=False, repr=False)  # or "compute": what its time is
+    drawn: int = field(default=0, compare=False, repr=False)  # random numbers it draws
 
     @property
     def bytes(self) -> int:
@@ -81,7 +82,7 @@ class Tensor:
     definition's value (``T3``, as eqsat prints definitions), where known."""
 
     dtype: str
-    shape: tuple[int, ...] | None      # None: unknown (the output of an op eqsat does not model)
+    shape: tuple[int, ...] | None  # None: unknown (the output of an op eqsat does not model)
     bytes: int
     output: bool = False
     source: str | None = None
@@ -121,18 +122,27 @@ class Estimate:
         return self.host_us + self.device_us
 
     def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "bytes": self.bytes, "flops": self.flops,
-                "time_us": round(self.time_us, 3), "device_us": round(self.device_us, 3)}
+        return {
+            "kernels": len(self.kernels),
+            "bytes": self.bytes,
+            "flops": self.flops,
+            "time_us": round(self.time_us, 3),
+            "device_us": round(self.device_us, 3),
+        }
 
     def explain(self) -> str:
-        lines = [f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "
-                 f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"]
+        lines = [
+            f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "
+            f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"
+        ]
         for i, k in enumerate(self.kernels):
             ops = ", ".join(_counted(k.ops))
             again = f", recomputing {k.recomputed} values of other kernels" if k.recomputed else ""
-            lines.append(f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
-                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us"
-                         f"{again}: {ops}")
+            lines.append(
+                f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
+                f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us"
+                f"{again}: {ops}"
+            )
         return "\n".join(lines)
 
 

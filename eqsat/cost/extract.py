@@ -11,6 +11,7 @@ so far, end past it, and the best choice scored by then is the result.
 The best few distinct candidates scored (``Extraction.top``) are remembered too, for GPU
 verification to time.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -33,7 +34,7 @@ class Dump:
     classes: dict[int, list[GNode]] = field(default_factory=dict)
     labels: dict[int, int] = field(default_factory=dict)
     dtype: dict[int, int] = field(default_factory=dict)
-    names: dict[tuple[int, int], int] = field(default_factory=dict)   # (scope, term id) -> class
+    names: dict[tuple[int, int], int] = field(default_factory=dict)  # (scope, term id) -> class
 
 
 def dump(eg) -> Dump:
@@ -52,8 +53,8 @@ def dump(eg) -> Dump:
         for row in fn.rows:
             if row.subsumed:
                 continue
-            attrs = tuple(tables.convert[k](v) for k, v in zip(kinds, row.inputs[:len(kinds)]))
-            kids = tuple(class_id(v) for v in row.inputs[len(kinds):])
+            attrs = tuple(tables.convert[k](v) for k, v in zip(kinds, row.inputs[: len(kinds)]))
+            kids = tuple(class_id(v) for v in row.inputs[len(kinds) :])
             pending.append((class_id(row.output), name, attrs, kids))
     for cls, name, attrs, kids in pending:
         node = GNode(name, attrs, kids, out.labels.get(cls, -1), out.dtype.get(cls, -1))
@@ -94,14 +95,14 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
         if node.op == "Leaf" or node.is_scalar:
             return 0.0
         space = d.labels.get(node.kids[0], 0) if node.op in REDUCTIONS else node.labels
-        return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + \
-            (launch if node.op in REDUCTIONS else 0.0)
+        return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + (
+            launch if node.op in REDUCTIONS else 0.0
+        )
 
     # Knuth's generalization of Dijkstra: a tree cost never falls below a child's, so the
     # cheapest e-node whose children are all settled settles its class. Each e-node is looked
     # at once its last child settles: O(e-nodes log e-nodes), however much the classes share.
-    nodes = [(c, n, cost) for c, ns in d.classes.items() for n in ns if _valid(n)
-             for cost in (local(n),)]
+    nodes = [(c, n, cost) for c, ns in d.classes.items() for n in ns if _valid(n) for cost in (local(n),)]
     waiting = [len(set(n.kids)) for _, n, _ in nodes]
     users: dict[int, list[int]] = {}
     heap: list[tuple[float, int]] = []
@@ -137,17 +138,19 @@ class Extraction:
     base: Choice
     cut: Cut | None = None
     top: list[Choice] = field(default_factory=list)
-    scored: int = 0             # whole candidates scored
-    work: int = 0               # their nodes, summed (what the search budget counts)
-    stop: str = "converged"     # or "budget", "time limit", "deadline"
+    scored: int = 0  # whole candidates scored
+    work: int = 0  # their nodes, summed (what the search budget counts)
+    stop: str = "converged"  # or "budget", "time limit", "deadline"
 
 
 def signature(estimate: Estimate) -> tuple:
     """What a candidate costs, kernel by kernel (kind, ops, bytes, arithmetic) and on the host:
     candidates alike in it (operands commuted, say) run alike, so only one of them is worth
     timing."""
-    kernels = sorted((k.kind, tuple(sorted(k.ops)), k.bytes_read, k.bytes_written, round(k.flops))
-                     for k in estimate.kernels)
+    kernels = sorted(
+        (k.kind, tuple(sorted(k.ops)), k.bytes_read, k.bytes_written, round(k.flops))
+        for k in estimate.kernels
+    )
     return tuple(kernels), round(estimate.host_us, 6)
 
 
@@ -169,7 +172,7 @@ class _Best:
             return
         self.entries.append((choice.score, self.offered, key, choice))
         self.entries.sort(key=lambda e: (e[0], e[1]))
-        del self.entries[self.keep:]
+        del self.entries[self.keep :]
 
     def without(self, estimate: Estimate | None) -> list[Choice]:
         """The candidates, less one that costs as ``estimate`` does."""
@@ -183,8 +186,7 @@ class _Scorer:
     (``guess_s`` before the first), it would end before the ``deadline``, which also stops a
     score that runs past it; ``cut`` is then the deadline's ``Cut``."""
 
-    def __init__(self, roots: list[int], model: CostModel, deadline: Deadline, guess_s: float,
-                 best: _Best):
+    def __init__(self, roots: list[int], model: CostModel, deadline: Deadline, guess_s: float, best: _Best):
         self.roots, self.model, self.deadline, self.longest = roots, model, deadline, guess_s
         self.cut: Cut | None = None
         self.best = best
@@ -211,8 +213,7 @@ class _Scorer:
         return estimate
 
 
-def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
-              scorer: _Scorer) -> Estimate | None:
+def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel, scorer: _Scorer) -> Estimate | None:
     """The cost model's estimate of the candidate ``pick`` makes from ``roots``; None where it
     has a cycle, an untyped node, or no reading. Counts the score and its nodes in ``scorer``."""
     scorer.scored += 1
@@ -229,9 +230,18 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
         return None
 
 
-def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget: int = SEARCH_BUDGET, budget_s: float | None = None, deadline: Deadline = NEVER,
-            guess_s: float = 0.0, keep: int = 3) -> Extraction:
+def extract(
+    d: Dump,
+    roots: list[int],
+    original: dict[int, GNode],
+    model: CostModel,
+    *,
+    budget: int = SEARCH_BUDGET,
+    budget_s: float | None = None,
+    deadline: Deadline = NEVER,
+    guess_s: float = 0.0,
+    keep: int = 3,
+) -> Extraction:
     """The best choice found, the original's choice, and the ``keep`` best distinct candidates
     scored other than the original. ``original`` is the input's e-node for each of its
     classes. The local search stops where nothing improves, or once the candidates it scored
@@ -239,7 +249,7 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
     ``budget_s`` (seconds, None: none: the search's own time limit) and the ``deadline`` (over
     the whole) are backstops, and ``guess_s`` how long one whole-candidate score is expected
     to take (see :class:`_Scorer`)."""
-    best = _Best(keep + 1)          # one more: the input's own may be among them
+    best = _Best(keep + 1)  # one more: the input's own may be among them
     score = _Scorer(roots, model, deadline, guess_s, best)
     if not score.affordable():
         base = Choice(dict(original), None)
@@ -247,7 +257,7 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
     base = Choice(dict(original), score(original))
     greedy = _additive(d, model)
     start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
-    current = Choice({**start_pick, **original}, base.estimate)   # the input, where greedy agrees
+    current = Choice({**start_pick, **original}, base.estimate)  # the input, where greedy agrees
     if not _same_candidate(start_pick, original, roots) and score.affordable():
         start = Choice(start_pick, score(start_pick))
         if start.score < base.score:
@@ -255,8 +265,15 @@ def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostMo
     current, stop = _search(current, d, roots, score, _Budget(score, budget, Deadline(budget_s)))
     # the input's own terms, recomputing chains, are a candidate of their own
     same = None if base.estimate is None or base.estimate.recomputed else base.estimate
-    return Extraction(current, base, score.cut, best.without(same)[:keep], score.scored, score.work,
-                      "deadline" if score.cut else stop)
+    return Extraction(
+        current,
+        base,
+        score.cut,
+        best.without(same)[:keep],
+        score.scored,
+        score.work,
+        "deadline" if score.cut else stop,
+    )
 
 
 @dataclass
@@ -284,8 +301,9 @@ def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) 
         return False
 
 
-def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer,
-            budget: _Budget) -> tuple[Choice, str]:
+def _search(
+    current: Choice, d: Dump, roots: list[int], score: _Scorer, budget: _Budget
+) -> tuple[Choice, str]:
     """Local search: switch one class's choice at a time, keep the first switch that lowers
     the score, and start again; until none does ("converged"), the budget is spent, or the
     deadline would pass. Returns the best choice and why it stopped."""
@@ -297,8 +315,9 @@ def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer,
     return current, stop
 
 
-def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Scorer,
-                       budget: _Budget) -> Choice | None:
+def _first_improvement(
+    current: Choice, d: Dump, roots: list[int], score: _Scorer, budget: _Budget
+) -> Choice | None:
     try:
         reach = reachable(current.pick, roots)
     except (KeyError, ValueError):

@@ -5,6 +5,7 @@ nvFuser's schedulers: :meth:`GroupKernels.views_alone` (no kernel), :meth:`Group
 :meth:`GroupKernels.inner_outer_persistent`, :meth:`GroupKernels.reduction_kind` (a reduction to
 one element is a grid reduction, one that keeps the innermost axis an outer reduction).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from .ops import REDUCING, VIEWS, Kept
 from .profile import KernelKind
 from .walks import depends_on, feeding, upstream_within
 
-if TYPE_CHECKING:                   # annotations only
+if TYPE_CHECKING:  # annotations only
     from .segmenter import Group
 
 # the fewest elements a full reduction reduces across blocks (a grid reduction): nvFuser 0.2.35
@@ -37,8 +38,8 @@ class Segment:
     members: list[int]
     part_of: dict
     kernel: object
-    extra_reads: set = field(default_factory=set)   # values outside it that it recomputes from
-    partials: list = field(default_factory=list)    # inner-outer: the outer reductions (partial results)
+    extra_reads: set = field(default_factory=set)  # values outside it that it recomputes from
+    partials: list = field(default_factory=list)  # inner-outer: the outer reductions (partial results)
 
 
 class GroupKernels:
@@ -70,8 +71,10 @@ class GroupKernels:
             if split:
                 head, tail = split
                 split_of = {**part_of, **{m: ("epilogue", g) for m in tail}}
-                return [Segment(self.reduction_kind(head), head, split_of, g),
-                        Segment(KernelKind.POINTWISE, tail, split_of, ("epilogue", g))]
+                return [
+                    Segment(self.reduction_kind(head), head, split_of, g),
+                    Segment(KernelKind.POINTWISE, tail, split_of, ("epilogue", g)),
+                ]
         return [Segment(KernelKind.NORMALIZATION if back else self.reduction_kind(ms), ms, part_of, g)]
 
     def reduction_kind(self, ms) -> KernelKind:
@@ -86,10 +89,11 @@ class GroupKernels:
         prologue: bench/calibrate.py's silu_*amax_c4096_bf16 on an H100)."""
         nodes, numel = self.nodes, self.model.numel
         reductions = [m for m in ms if nodes[m].op in REDUCING]
-        if reductions and all(numel(nodes[m].labels) <= GRID_MAX_KEPT
-                              and numel(self.model.space(nodes, m))
-                              > GRID_MIN * max(numel(nodes[m].labels), 1)
-                              for m in reductions):
+        if reductions and all(
+            numel(nodes[m].labels) <= GRID_MAX_KEPT
+            and numel(self.model.space(nodes, m)) > GRID_MIN * max(numel(nodes[m].labels), 1)
+            for m in reductions
+        ):
             return KernelKind.GRID_REDUCTION
         if reductions and all(self.is_outer(m) for m in reductions):
             return KernelKind.OUTER_REDUCTION
@@ -109,7 +113,7 @@ class GroupKernels:
         labels, where that operand has all of the op's. None where not known (a kept op)."""
         known, nodes = self.inner, self.nodes
         stack = [n]
-        while stack:                # no recursion: a chain may be thousands of ops long
+        while stack:  # no recursion: a chain may be thousands of ops long
             top = stack[-1]
             if top in known:
                 stack.pop()
@@ -139,8 +143,12 @@ class GroupKernels:
         space = next(iter(group.keys))[0]
         ms_set = set(group.members)
         reduced = {m for m in group.members if nodes[m].op in REDUCING}
-        return any(nodes[m].op not in REDUCING and numel(self.model.space(nodes, m)) == numel(space)
-                   and depends_on(nodes, m, reduced, ms_set) for m in group.members)
+        return any(
+            nodes[m].op not in REDUCING
+            and numel(self.model.space(nodes, m)) == numel(space)
+            and depends_on(nodes, m, reduced, ms_set)
+            for m in group.members
+        )
 
     def output_views(self, g) -> bool:
         """Views alone (:meth:`views_alone`) that make outputs and feed nothing else join no
@@ -148,8 +156,13 @@ class GroupKernels:
         (no bytes written; the host segment that runs them is the model's ``alias_segments``)."""
         ms = self.groups[g].members
         inside = set(ms)
-        return self.views_alone(ms) and any(m in self.sinks for m in ms) and not any(
-            c in self.in_compute and c not in inside for m in ms for c in self.consumers.get(m, ()))
+        return (
+            self.views_alone(ms)
+            and any(m in self.sinks for m in ms)
+            and not any(
+                c in self.in_compute and c not in inside for m in ms for c in self.consumers.get(m, ())
+            )
+        )
 
     def views_alone(self, ms) -> bool:
         """A kernel of views of its inputs only (reshape, slice, squeeze) is no kernel:
@@ -172,9 +185,9 @@ class GroupKernels:
         reductions = [m for m in ms if nodes[m].op in REDUCING]
         innermost = self.innermost(nodes[reductions[0]].kids[0]) if reductions else None
         if innermost is None or not (1 << innermost) & reduced_labels:
-            return None                     # an outer reduction (or a layout not known)
+            return None  # an outer reduction (or a layout not known)
         ms_set = set(ms)
-        head = upstream_within(nodes, reductions, ms_set)   # the reductions and what they read
+        head = upstream_within(nodes, reductions, ms_set)  # the reductions and what they read
         # the epilogue: what reads a reduction; values beside the reductions that read none
         # (a prologue's own output, an FP8 cast of the reduced tensor) stay in their kernel
         reduced = set(reductions)
@@ -197,5 +210,7 @@ class GroupKernels:
             return [Segment(KernelKind.NORMALIZATION, ms, part_of, g, partials=outer)]
         first = [m for m in ms if m not in set(outer)]
         fed = feeding(nodes, outer, set(ms)) - self.factories
-        return [Segment(KernelKind.REDUCTION, first, part_of, g),
-                Segment(self.reduction_kind(outer), outer, part_of, g, fed)]
+        return [
+            Segment(KernelKind.REDUCTION, first, part_of, g),
+            Segment(self.reduction_kind(outer), outer, part_of, g, fed),
+        ]

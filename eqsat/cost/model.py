@@ -45,6 +45,7 @@ count and bytes are not additive over nodes:
    ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
+
 from __future__ import annotations
 
 import copy
@@ -61,24 +62,30 @@ from .profile import KernelKind, Profile
 from .segmenter import Segmenter
 from .walks import labels_of, live_sinks, topological
 
-PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
-
-
+PARTIAL_ROWS = 132  # an inner-outer kernel's partial results: about one row per SM (H200)
 
 
 class CostModel:
-    def __init__(self, profile: Profile, extents: dict[int, int],
-                 links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
-                 outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None,
-                 alias_segments: int = 0, output_count: int | None = None, shape_only=frozenset(),
-                 recompute: bool = True):
-        self.recompute = recompute      # estimate's default: candidates eqsat lowers recompute chains
+    def __init__(
+        self,
+        profile: Profile,
+        extents: dict[int, int],
+        links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
+        outputs: set[int] | None = None,
+        aliased: int = 0,
+        inner: dict[int, int] | None = None,
+        alias_segments: int = 0,
+        output_count: int | None = None,
+        shape_only=frozenset(),
+        recompute: bool = True,
+    ):
+        self.recompute = recompute  # estimate's default: candidates eqsat lowers recompute chains
         self.profile = profile
-        self.extents = extents          # label bit -> extent
-        self.links = links or {}        # kept op's output class -> (op, input classes)
-        self.outputs = outputs          # the fusion's output classes (None: every root)
-        self.aliased = aliased          # outputs written into an input (add_output(t, alias))
-        self.inner = inner or {}        # class -> the label of its innermost (last logical) dim
+        self.extents = extents  # label bit -> extent
+        self.links = links or {}  # kept op's output class -> (op, input classes)
+        self.outputs = outputs  # the fusion's output classes (None: every root)
+        self.aliased = aliased  # outputs written into an input (add_output(t, alias))
+        self.inner = inner or {}  # class -> the label of its innermost (last logical) dim
         # segments of views the host runs (outputs that view a value: eqsat.ir.layout.alias_output_sources)
         self.alias_segments = alias_segments
         # the fusion's outputs, for the host cost (outputs that view one value are one class)
@@ -101,7 +108,7 @@ class CostModel:
                 barriers[c] = ins
                 continue
             attrs = node.attrs
-            if kept in REDUCING:            # welford: its attrs are the labels it reduces
+            if kept in REDUCING:  # welford: its attrs are the labels it reduces
                 attrs = (labels_of(nodes, ins) & ~node.labels,)
             out[c] = GNode(kept, attrs, ins, node.labels, node.dtype)
         return out, barriers
@@ -137,9 +144,17 @@ class CostModel:
         other.recompute = recompute
         return other
 
-    def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
-                 outputs: set[int] | None = None, inner: dict[int, int] | None = None,
-                 recompute: bool | None = None, shape_only=None, deadline: Deadline = NEVER) -> Estimate:
+    def estimate(
+        self,
+        nodes: dict,
+        roots: list[int],
+        links: dict | None = None,
+        outputs: set[int] | None = None,
+        inner: dict[int, int] | None = None,
+        recompute: bool | None = None,
+        shape_only=None,
+        deadline: Deadline = NEVER,
+    ) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
         id, if not the model's own (which are by e-class). ``recompute`` (default the model's
@@ -154,8 +169,16 @@ class CostModel:
         recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
         sinks -= self.shape_only if shape_only is None else set(shape_only)
-        segmenter = Segmenter(self, nodes, order, sinks, barriers, inner,
-                              set(outputs) if outputs is not None else set(roots), deadline)
+        segmenter = Segmenter(
+            self,
+            nodes,
+            order,
+            sinks,
+            barriers,
+            inner,
+            set(outputs) if outputs is not None else set(roots),
+            deadline,
+        )
         segmenter.merge()
         segments = segmenter.segments()
         est = self._priced(segments, segmenter, {})
@@ -164,8 +187,10 @@ class CostModel:
             again = self._priced(segments, segmenter, plans)
             if again.device_us < est.device_us:
                 est = again
-                est.recomputed = [Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
-                                  for i, cone in sorted(plans.items())]
+                est.recomputed = [
+                    Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
+                    for i, cone in sorted(plans.items())
+                ]
         est.kernels.sort(key=lambda k: -k.time_us)
         self._describe(est, nodes, barriers, links, set(roots if outputs is None else outputs), inner)
         compute = segmenter.compute
@@ -173,21 +198,27 @@ class CostModel:
             est.host_us = self.profile.host.cost_us(
                 segments=len(est.kernels) + self.alias_segments,
                 inputs=sum(nodes[n].op == "Leaf" for n in order),
-                outputs=self.output_count if self.output_count is not None
-                else len(outputs) if outputs is not None else len(roots),
+                outputs=self.output_count
+                if self.output_count is not None
+                else len(outputs)
+                if outputs is not None
+                else len(roots),
                 ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
                 resizes=sum(nodes[m].op in RESIZES for m in compute),
-                grids=sum(k.kind.grid for k in est.kernels))
+                grids=sum(k.kind.grid for k in est.kernels),
+            )
         return est
 
-    def _describe(self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set,
-                  inner: dict) -> None:
+    def _describe(
+        self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set, inner: dict
+    ) -> None:
         """Fill ``est.tensors`` (each tensor its kernels read or write) and ``est.barriers``
         (the ops outside the kernels: ``barriers``, output -> inputs, named by ``links`` or as
         the ``segment_set`` cuts they are). Shapes take one extent per axis, innermost last."""
         ops = self.links if links is None else links
-        est.barriers = {c: (ops[c][0] if c in ops else "segment_set", tuple(ins))
-                        for c, ins in barriers.items()}
+        est.barriers = {
+            c: (ops[c][0] if c in ops else "segment_set", tuple(ins)) for c, ins in barriers.items()
+        }
         written = {n for k in est.kernels for n in k.writes}
         todo = [n for k in est.kernels for n in (*k.reads, *k.writes)]
         todo += [n for c, ins in barriers.items() for n in (c, *ins) if n in nodes and not nodes[n].is_scalar]
@@ -196,7 +227,7 @@ class CostModel:
             if n in est.tensors:
                 continue
             node = nodes[n]
-            known = node.labels >= 0     # an opaque op's output has no labels analysis: no shape
+            known = node.labels >= 0  # an opaque op's output has no labels analysis: no shape
             axes = sorted(bits(node.labels), key=lambda b: (b == inner.get(n), b)) if known else []
             source, of = None, ()
             if n in written:
@@ -205,13 +236,18 @@ class CostModel:
                 source = est.barriers[n][0]
             elif node.op == "Leaf":
                 source = "input"
-            else:       # a value no kernel writes (a view, such as a reshape): made of its inputs
+            else:  # a value no kernel writes (a view, such as a reshape): made of its inputs
                 source = node.op.op if isinstance(node.op, Kept) else node.op
                 of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
                 todo += of
-            est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
-                                    tuple(self.extents.get(b, 1) for b in axes) if known else None,
-                                    self.nbytes(node) if known else 0, n in outputs, source, of=of)
+            est.tensors[n] = Tensor(
+                DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
+                tuple(self.extents.get(b, 1) for b in axes) if known else None,
+                self.nbytes(node) if known else 0,
+                n in outputs,
+                source,
+                of=of,
+            )
 
     def _priced(self, segments: list[Segment], segmenter: Segmenter, plans: dict[int, set[int]]) -> Estimate:
         """The kernels of ``segments`` priced, segment ``i`` recomputing ``plans[i]``."""
@@ -229,8 +265,9 @@ class CostModel:
     def _readers(segment: Segment, cone: set[int], segmenter: Segmenter) -> frozenset:
         """The members of ``segment`` that read a node of ``cone`` (what the copy feeds)."""
         nodes, privatized = segmenter.nodes, segmenter.privatized
-        return frozenset(m for m in segment.members
-                         if any(privatized.get(k, k) in cone for k in nodes[m].kids))
+        return frozenset(
+            m for m in segment.members if any(privatized.get(k, k) in cone for k in nodes[m].kids)
+        )
 
     def _reading(self, nodes, roots, links, outputs) -> tuple[dict, list[int], set[int], dict]:
         """The candidate as the segmenter reads it: its nodes (kept ops linked to their inputs
@@ -245,8 +282,8 @@ class CostModel:
                 # no output needs (dead code) costs nothing
                 sinks = live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
                 return linked, topological(linked, sorted(sinks)), sinks, barriers
-            except ValueError:          # a kept op's input made equal to its output: unlinked
-                pass                    # (the barriers stay: their leaves are still read)
+            except ValueError:  # a kept op's input made equal to its output: unlinked
+                pass  # (the barriers stay: their leaves are still read)
         return nodes, topological(nodes, roots), set(roots), barriers
 
     @staticmethod
@@ -258,24 +295,38 @@ class CostModel:
         if not cuts:
             return nodes, links
         leaves = {c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}
-        return ({**nodes, **leaves},
-                {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
+        return ({**nodes, **leaves}, {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
 
-    def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
-               recomputed_in=None) -> Kernel:
+    def _price(
+        self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(), recomputed_in=None
+    ) -> Kernel:
         """The kernel of ``segment``, recomputing ``recomputed`` (``recomputed_in``: node -> the
         kernels that recompute it); an inner-outer kernel's outer reduction goes through per-block
         partial results (written and read back, about one row of them per SM) and a second
         launch, and takes the kind's ``inner_outer_row_ns`` per row it reduces."""
-        k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
-                         segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads,
-                         segmenter.privatized, recomputed, recomputed_in)
+        k = self._kernel(
+            segment.kind,
+            segmenter.nodes,
+            segment.members,
+            segment.part_of,
+            segment.kernel,
+            segmenter.consumers,
+            segmenter.sinks,
+            segmenter.factories,
+            segment.extra_reads,
+            segmenter.privatized,
+            recomputed,
+            recomputed_in,
+        )
         if segment.partials:
             consts = self.profile.kinds[segment.kind]
             partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
             k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
-            k.time_us += consts.inner_outer_row_ns * 1e-3 * max(self.rows_reduced(segmenter.nodes, m)
-                                                                for m in segment.partials)
+            k.time_us += (
+                consts.inner_outer_row_ns
+                * 1e-3
+                * max(self.rows_reduced(segmenter.nodes, m) for m in segment.partials)
+            )
         return k
 
     def rows_reduced(self, nodes: dict, m) -> int:
@@ -286,11 +337,26 @@ class CostModel:
         """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a
         segment of its own."""
         pointwise = KernelKind.POINTWISE
-        return [Kernel(pointwise, ["alias-copy"], 0, 0, 0.0, self.profile.kinds[pointwise].launch_us)
-                for _ in range(self.aliased)]
+        return [
+            Kernel(pointwise, ["alias-copy"], 0, 0, 0.0, self.profile.kinds[pointwise].launch_us)
+            for _ in range(self.aliased)
+        ]
 
-    def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),
-                privatized=None, recomputed=frozenset(), recomputed_in=None) -> Kernel:
+    def _kernel(
+        self,
+        kind,
+        nodes,
+        ms,
+        group_of,
+        g,
+        consumers,
+        sinks,
+        factories,
+        extra_reads=(),
+        privatized=None,
+        recomputed=frozenset(),
+        recomputed_in=None,
+    ) -> Kernel:
         """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
         ``extra_reads``: values it recomputes from) and writes, its arithmetic, and its time with
         the constants of ``kind``; ``privatized``: privatized upcasts (the segmenter's
@@ -302,18 +368,23 @@ class CostModel:
             ms = _live(ms, g, group_of, consumers, sinks, recomputed_in)
         ms_set = set(ms) | recomputed
         reads, written = set(extra_reads), set()
-        gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
-        draws = {m for m in ms_set if nodes[m].op in DRAWS}     # random draws it computes
+        gathered: dict[int, int] = {}  # read only by indexing ops: the bytes they gather
+        draws = {m for m in ms_set if nodes[m].op in DRAWS}  # random draws it computes
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
-            weight = self.profile.special_function_weight if node.op in SPECIAL_TERMS else \
-                0.0 if node.op in FREE_TERMS else 1.0
+            weight = (
+                self.profile.special_function_weight
+                if node.op in SPECIAL_TERMS
+                else 0.0
+                if node.op in FREE_TERMS
+                else 1.0
+            )
             flops += self.numel(self.space(nodes, m)) * weight
             for i, k in enumerate(node.kids):
-                k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read
+                k = privatized.get(k, k) if privatized else k  # a privatized upcast: its input is read
                 if k in factories and nodes[k].op in DRAWS:
-                    draws.add(k)                                   # drawn again in this kernel
+                    draws.add(k)  # drawn again in this kernel
                 if k not in ms_set and group_of.get(k) != g and not nodes[k].is_scalar and k not in factories:
                     if i == 0 and node.op in INDEXING_TERMS:
                         gathered[k] = gathered.get(k, 0) + self.gathered_bytes(node, nodes[k])
@@ -321,8 +392,10 @@ class CostModel:
                         reads.add(k)
             if m in recomputed:
                 continue
-            if m in sinks or any(group_of.get(c) != g and group_of.get(c) not in recomputed_in.get(m, ())
-                                 for c in consumers.get(m, ())):
+            if m in sinks or any(
+                group_of.get(c) != g and group_of.get(c) not in recomputed_in.get(m, ())
+                for c in consumers.get(m, ())
+            ):
                 written.add(m)
         consts = self.profile.kinds[kind]
         read = {r: self.nbytes(nodes[r]) for r in reads}
@@ -333,9 +406,19 @@ class CostModel:
         memory_us = (rbytes + wbytes) / (consts.bandwidth_GBps * 1e3)
         compute_us = flops / (consts.gflops * 1e3) + self._draw_us(consts, nodes, ms, draws)
         t = consts.launch_us + max(memory_us, compute_us)
-        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed), read, write,
-                      "compute" if compute_us > memory_us else "memory",
-                      sum(self.numel(nodes[d].labels) for d in draws))
+        return Kernel(
+            kind,
+            [nodes[m].op for m in ms],
+            rbytes,
+            wbytes,
+            flops,
+            t,
+            len(recomputed),
+            read,
+            write,
+            "compute" if compute_us > memory_us else "memory",
+            sum(self.numel(nodes[d].labels) for d in draws),
+        )
 
     def _draw_us(self, consts, nodes, ms, draws) -> float:
         """The time a kernel of ``consts``'s kind takes to draw ``draws`` (random ops): the
@@ -359,13 +442,18 @@ def _live(ms, g, group_of, consumers, sinks, recomputed_in) -> list:
     code in the lowered definition (each kernel has its own copy of the chain)."""
     live: set = set()
     grew = True
-    while grew:                      # members come in merge order, not topological order
+    while grew:  # members come in merge order, not topological order
         grew = False
         for m in ms:
-            if m not in live and (m in sinks or any(
-                    c in live if group_of.get(c) == g else
-                    group_of.get(c) is not None and group_of.get(c) not in recomputed_in.get(m, ())
-                    for c in consumers.get(m, ()))):
+            if m not in live and (
+                m in sinks
+                or any(
+                    c in live
+                    if group_of.get(c) == g
+                    else group_of.get(c) is not None and group_of.get(c) not in recomputed_in.get(m, ())
+                    for c in consumers.get(m, ())
+                )
+            ):
                 live.add(m)
                 grew = True
     return [m for m in ms if m in live]

@@ -7,6 +7,7 @@ encoding gives kept nodes besides (``opspec.KEPT_ONLY``: ``opaque``, ``copy``). 
 name the model prints (``Kept:reshape``); its facts are its op's row. Every set below is read
 from the two tables; none is written out by hand.
 """
+
 from __future__ import annotations
 
 import enum

@@ -8,6 +8,7 @@ kind was told apart from another (``grid_reduction`` and ``outer_reduction`` fro
 (``eqsat.cost.error_table``; ``bench/corpus.py --fit-error`` writes it) is the model's measured
 error, the margin a rewrite's predicted saving must exceed.
 """
+
 from __future__ import annotations
 
 import enum
@@ -42,16 +43,17 @@ class KernelKind(enum.StrEnum):
         return member
 
     #                  name               fallback      color       grid
-    POINTWISE =        "pointwise",       None,         "#dbeafe"
-    REDUCTION =        "reduction",       None,         "#dcfce7"
-    OUTER_REDUCTION =  "outer_reduction", "reduction",  "#d1fae5"
-    GRID_REDUCTION =   "grid_reduction",  "reduction",  "#ffedd5",  True
-    NORMALIZATION =    "normalization",   None,         "#ede9fe"
+    POINTWISE = "pointwise", None, "#dbeafe"
+    REDUCTION = "reduction", None, "#dcfce7"
+    OUTER_REDUCTION = "outer_reduction", "reduction", "#d1fae5"
+    GRID_REDUCTION = "grid_reduction", "reduction", "#ffedd5", True
+    NORMALIZATION = "normalization", None, "#ede9fe"
 
     @property
     def fallback(self) -> KernelKind | None:
         """The kind whose constants a profile that leaves this one out gives it (None: none)."""
         return KernelKind(self._fallback_name) if self._fallback_name else None
+
 
 # a kind's constants a profile may leave out (0: none): fitted by hand on recorded runs, not by
 # bench/calibrate.py's microbenchmarks, which carry them over from the default profile
@@ -95,15 +97,29 @@ class HostConstants:
     per_resize_us: float = 0.0
     per_grid_us: float = 0.0
 
-    def cost_us(self, segments: int, inputs: int, outputs: int, ops: int, resizes: int,
-                grids: int = 0) -> float:
-        return (self.base_us + self.per_segment_us * segments + self.per_input_us * inputs
-                + self.per_output_us * outputs + self.per_op_us * ops + self.per_resize_us * resizes
-                + self.per_grid_us * grids)
+    def cost_us(
+        self, segments: int, inputs: int, outputs: int, ops: int, resizes: int, grids: int = 0
+    ) -> float:
+        return (
+            self.base_us
+            + self.per_segment_us * segments
+            + self.per_input_us * inputs
+            + self.per_output_us * outputs
+            + self.per_op_us * ops
+            + self.per_resize_us * resizes
+            + self.per_grid_us * grids
+        )
 
 
-HOST_FIELDS = ("base_us", "per_segment_us", "per_input_us", "per_output_us", "per_op_us", "per_resize_us",
-               "per_grid_us")
+HOST_FIELDS = (
+    "base_us",
+    "per_segment_us",
+    "per_input_us",
+    "per_output_us",
+    "per_op_us",
+    "per_resize_us",
+    "per_grid_us",
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +128,7 @@ class Profile:
     host: HostConstants
     kinds: dict[KernelKind, KindConstants]
     special_function_weight: float = 4.0
-    error: ErrorTable | None = None      # the measured error by kernel count and time (None: none measured)
+    error: ErrorTable | None = None  # the measured error by kernel count and time (None: none measured)
 
     @property
     def host_us(self) -> float:
@@ -141,14 +157,17 @@ class Profile:
                     error = ErrorTable.from_dict(data["error"])
                 except KeyError as err:
                     raise KeyError(f"error.{err.args[0]}") from None
-            weight = real_number(data.get("special_function_weight", 4.0), "special_function_weight",
-                                 positive=True)
+            weight = real_number(
+                data.get("special_function_weight", 4.0), "special_function_weight", positive=True
+            )
             return cls(str(data.get("name", where)), host, kinds, weight, error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
-                              f"kinds.{{{','.join(KernelKind)}}}.{{launch_us,bandwidth_GBps,gflops"
-                              f"[,{','.join(HAND_FITTED)}]}} and "
-                              f"optionally an error table (eqsat.cost.error_table)") from None
+            raise FusionError(
+                f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
+                f"kinds.{{{','.join(KernelKind)}}}.{{launch_us,bandwidth_GBps,gflops"
+                f"[,{','.join(HAND_FITTED)}]}} and "
+                f"optionally an error table (eqsat.cost.error_table)"
+            ) from None
 
 
 def _kinds(given: dict) -> dict[KernelKind, KindConstants]:
@@ -176,8 +195,13 @@ def _kind(name: str, given: dict) -> KindConstants:
         if f not in given:
             raise KeyError(f"kinds.{name}.{f}")
     rates = ("bandwidth_GBps", "gflops")
-    return KindConstants(**{f: real_number(given[f], f"kinds.{name}.{f}", positive=f in rates)
-                            for f in ("launch_us", *rates, *HAND_FITTED) if f in given})
+    return KindConstants(
+        **{
+            f: real_number(given[f], f"kinds.{name}.{f}", positive=f in rates)
+            for f in ("launch_us", *rates, *HAND_FITTED)
+            if f in given
+        }
+    )
 
 
 def _host(data: dict) -> HostConstants:
@@ -196,7 +220,7 @@ def _host(data: dict) -> HostConstants:
     return HostConstants(**values)
 
 
-PACKAGED = ("h200_host_fit", "h200")      # profiles/NAME.json; the first is the default
+PACKAGED = ("h200_host_fit", "h200")  # profiles/NAME.json; the first is the default
 
 
 def load_profile(profile=None) -> Profile:
@@ -210,8 +234,10 @@ def load_profile(profile=None) -> Profile:
     if isinstance(profile, dict):
         return Profile.from_dict(profile)
     if not isinstance(profile, (str, os.PathLike)):
-        raise FusionError(f"a profile is the name of a packaged one ({', '.join(PACKAGED)}), a path, a dict "
-                          f"or a Profile, not a {type(profile).__name__}")
+        raise FusionError(
+            f"a profile is the name of a packaged one ({', '.join(PACKAGED)}), a path, a dict "
+            f"or a Profile, not a {type(profile).__name__}"
+        )
     path = os.fspath(profile)
     try:
         with open(path, encoding="utf-8") as f:
@@ -219,8 +245,9 @@ def load_profile(profile=None) -> Profile:
     except RecursionError:
         raise FusionError("cannot read profile: its JSON is nested too deeply", filename=path) from None
     except UnicodeDecodeError as err:
-        raise FusionError(f"cannot read profile: it is not UTF-8 text (byte {err.start}: {err.reason})",
-                          filename=path) from None
-    except (OSError, ValueError) as err:          # json.JSONDecodeError is a ValueError
+        raise FusionError(
+            f"cannot read profile: it is not UTF-8 text (byte {err.start}: {err.reason})", filename=path
+        ) from None
+    except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
         raise FusionError(f"cannot read profile: {err}", filename=path) from None
     return Profile.from_dict(data, path)

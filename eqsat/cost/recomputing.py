@@ -4,6 +4,7 @@ unless an output), :meth:`Recomputing.privatized_upcasts` (an upcast of an input
 in each kernel), and :meth:`Recomputing.recomputed_chains` (what eqsat's lowering makes a kernel
 recompute from the fusion's inputs rather than read from another kernel).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from eqsat.ir.dtypes import ITEMSIZE
 
 from .ops import INDEXERS, Kept
 
-if TYPE_CHECKING:                   # annotations only
+if TYPE_CHECKING:  # annotations only
     from .group_kernels import Segment
 
 # the most nodes a kernel recomputes from the inputs in place of one value it would read
@@ -39,7 +40,7 @@ class Recomputing:
         kernel) nor an output. The casts -> their input (what those kernels read instead)."""
         nodes, out = self.nodes, {}
 
-        def indexed(v) -> bool:          # an indexing op indexes v (its first kid)
+        def indexed(v) -> bool:  # an indexing op indexes v (its first kid)
             return any(nodes[c].op in INDEXERS and nodes[c].kids[0] == v for c in self.consumers.get(v, ()))
 
         for n in order:
@@ -53,8 +54,9 @@ class Recomputing:
             if indexed(n):
                 continue
             users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
-            if indexed(k) or (len(users) == 1 and len(readers) > 1
-                              and all(self._same_space(c, n) for c in readers)):
+            if indexed(k) or (
+                len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)
+            ):
                 out[n] = k
         return out
 
@@ -90,11 +92,16 @@ class Recomputing:
             if counts[s.kernel] > 1:
                 continue
             inside = set(s.members)
-            reads = {k: self.model.nbytes(nodes[k]) for m in s.members for k in self._tensor_kids(m)
-                     if k not in inside}
+            reads = {
+                k: self.model.nbytes(nodes[k])
+                for m in s.members
+                for k in self._tensor_kids(m)
+                if k not in inside
+            }
             recomputed: set[int] = set()
-            dearest_first = sorted((k for k in reads if k in self.in_compute),
-                                   key=lambda k: (-reads[k], self.position[k]))
+            dearest_first = sorted(
+                (k for k in reads if k in self.in_compute), key=lambda k: (-reads[k], self.position[k])
+            )
             for r in dearest_first:
                 if r in recomputed or r not in reads:
                     continue
@@ -140,16 +147,26 @@ class Recomputing:
         """The tensors node ``v`` reads, as a kernel reads them: a privatized upcast's input in
         its place, no scalars, no factories (recomputed in each kernel)."""
         nodes = self.nodes
-        return [k for k in (self.privatized.get(k, k) for k in nodes[v].kids)
-                if not nodes[k].is_scalar and k not in self.factories]
+        return [
+            k
+            for k in (self.privatized.get(k, k) for k in nodes[v].kids)
+            if not nodes[k].is_scalar and k not in self.factories
+        ]
 
     def recomputed_factories(self, order) -> set[int]:
         """Ops that make a tensor from scalars alone (full, iota, random; the e-graph's Iota):
         nvFuser recomputes them in each kernel that uses them, like a scalar, so they belong
         to no group. One that is an output is written by a kernel: it is a compute node."""
         nodes = self.nodes
-        return {n for n in order if n not in self.sinks and (nodes[n].op == "Iota" or (
-                isinstance(nodes[n].op, Kept) and all(nodes[k].is_scalar for k in nodes[n].kids)))}
+        return {
+            n
+            for n in order
+            if n not in self.sinks
+            and (
+                nodes[n].op == "Iota"
+                or (isinstance(nodes[n].op, Kept) and all(nodes[k].is_scalar for k in nodes[n].kids))
+            )
+        }
 
 
 def _upcast(src: int, dst: int) -> bool:

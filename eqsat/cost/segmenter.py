@@ -32,6 +32,7 @@ view (the encoder links it as ``stride_order``, one that copies as ``copy``:
 
 Aliased outputs (copied in a segment of their own) are the cost model's, which knows them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from .ops import INDEXERS, REDUCING, RESIZES, Kept
 from .recomputing import Recomputing
 from .walks import consumers_of, downstream, labels_of
 
-DEADLINE_EVERY = 256        # pairs tried between two looks at the deadline
+DEADLINE_EVERY = 256  # pairs tried between two looks at the deadline
 # the most bytes of one row (the reduced labels) a normalization (persistent) kernel keeps on
 # chip: nvFuser's getMaxRegOrSharedMemorySizeBitForPersistentBuffer takes the larger of half
 # the register file (128 KiB) and the shared memory a block may opt in to (227 KiB on the
@@ -62,11 +63,11 @@ class Group:
     rules ask of them, kept up to date as groups merge."""
 
     members: list[int]
-    keys: set = field(default_factory=set)          # its reductions: (iteration space, reduced labels)
-    spaces: set = field(default_factory=set)        # the distinct iteration spaces of its members
-    covers: set = field(default_factory=set)        # what each member's iteration covers
-    resizing: list = field(default_factory=list)    # its resize, indexing and relabeling members
-    reshaping: list = field(default_factory=list)   # its reshape members
+    keys: set = field(default_factory=set)  # its reductions: (iteration space, reduced labels)
+    spaces: set = field(default_factory=set)  # the distinct iteration spaces of its members
+    covers: set = field(default_factory=set)  # what each member's iteration covers
+    resizing: list = field(default_factory=list)  # its resize, indexing and relabeling members
+    reshaping: list = field(default_factory=list)  # its reshape members
 
     def absorb(self, other: Group) -> None:
         """Take ``other``'s members in (the two groups merged into this one)."""
@@ -86,16 +87,31 @@ class Segmenter(GroupKernels, Recomputing):
     ``inner``: node -> the label of its innermost dim; ``outputs``: the fusion's outputs;
     ``deadline``: where merging stops (:class:`eqsat.deadline.Cut`)."""
 
-    def __init__(self, model, nodes: dict, order: list[int], sinks: set[int], barriers: dict, inner: dict,
-                 outputs: set[int], deadline: Deadline = NEVER):
+    def __init__(
+        self,
+        model,
+        nodes: dict,
+        order: list[int],
+        sinks: set[int],
+        barriers: dict,
+        inner: dict,
+        outputs: set[int],
+        deadline: Deadline = NEVER,
+    ):
         self.model, self.nodes, self.sinks, self.outputs = model, nodes, sinks, outputs
         self.deadline = deadline
-        self.inner = dict(inner)        # with what :meth:`innermost` derives (per candidate)
+        self.inner = dict(inner)  # with what :meth:`innermost` derives (per candidate)
         self.factories = self.recomputed_factories(order)
         self.consumers = consumers_of(nodes, order)
         self.privatized = self.privatized_upcasts(order)
-        self.compute = [n for n in order if nodes[n].op != "Leaf" and not nodes[n].is_scalar
-                        and n not in self.factories and n not in self.privatized]
+        self.compute = [
+            n
+            for n in order
+            if nodes[n].op != "Leaf"
+            and not nodes[n].is_scalar
+            and n not in self.factories
+            and n not in self.privatized
+        ]
         self.repeats = self.translated_repeats(order)
         self.relabeling = {n for n in order if self._relabels(n)}
         self.in_compute = set(self.compute)
@@ -110,8 +126,9 @@ class Segmenter(GroupKernels, Recomputing):
         kernel that makes its inputs and those that read its output: a node that never merges."""
         consumers, in_compute = self.consumers, self.in_compute
         walls = [n for n in order if n in barriers and n in consumers]
-        through = [(k, w) for w in walls for k in barriers[w] if k in in_compute] + \
-                  [(w, c) for w in walls for c in consumers[w] if c in in_compute]
+        through = [(k, w) for w in walls for k in barriers[w] if k in in_compute] + [
+            (w, c) for w in walls for c in consumers[w] if c in in_compute
+        ]
         return KernelGraph([n for n in order if n in in_compute or n in barriers], self.edges + through)
 
     def _cover(self, n) -> int:
@@ -129,10 +146,16 @@ class Segmenter(GroupKernels, Recomputing):
         # a squeeze to nvFuser, no reduction: it joins any kernel
         if node.op in REDUCING and self.model.numel(node.attrs[0] & space) > 1:
             keys.add((space, node.attrs[0]))
-        return Group([n], keys, {space}, {self.cover[n]},
-                     [n] if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXERS
-                     or n in self.relabeling else [],
-                     [n] if node.op is Kept.reshape else [])
+        return Group(
+            [n],
+            keys,
+            {space},
+            {self.cover[n]},
+            [n]
+            if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXERS or n in self.relabeling
+            else [],
+            [n] if node.op is Kept.reshape else [],
+        )
 
     # -- merging -------------------------------------------------------------------------------
 
@@ -152,8 +175,11 @@ class Segmenter(GroupKernels, Recomputing):
         (OPT's backward on the H200, nvFuser 0.2.35: the reduction kernel draws the mask)."""
         numel, space = self.model.numel, self.model.space
         not_across_outputs = [(n, c) for n, c in self.edges if n not in self.outputs]
-        same = [(n, c) for n, c in not_across_outputs
-                if numel(space(self.nodes, n)) == numel(space(self.nodes, c))]
+        same = [
+            (n, c)
+            for n, c in not_across_outputs
+            if numel(space(self.nodes, n)) == numel(space(self.nodes, c))
+        ]
         self.merge_pairs(same, pointwise_only=True)
         self.merge_pairs(not_across_outputs, pointwise_only=True)
         self.merge_pairs(not_across_outputs, pointwise_only=False)
@@ -240,8 +266,10 @@ class Segmenter(GroupKernels, Recomputing):
                     spaces_of.add(s | kid_labels(self.nodes, m))
         # equal size through other labels: a reshape of the space (only a reshape makes one)
         reshaped = bool(ga.reshaping or gb.reshaping)
-        return all(any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.model.numel(sp) == size)
-                   for sp in ga.spaces | gb.spaces)
+        return all(
+            any(sp & ~s == 0 for s in spaces_of) or (reshaped and self.model.numel(sp) == size)
+            for sp in ga.spaces | gb.spaces
+        )
 
     def persistent_fits(self, ga: Group, gb: Group, keys) -> bool:
         """Whether the merged group, where it would be a normalization kernel (something
@@ -252,7 +280,7 @@ class Segmenter(GroupKernels, Recomputing):
         sets (the inner-outer scheduler, whose own rules :meth:`inner_outer_persistent` reads)."""
         numel = self.model.numel
         if len({r for _, r in keys}) > 1:
-            return True          # inner-outer: its own rules (inner_outer_persistent)
+            return True  # inner-outer: its own rules (inner_outer_persistent)
         row = max(numel(r) for _, r in keys)
         if row * 2 <= PERSISTENT_BYTES:
             return True
@@ -263,10 +291,14 @@ class Segmenter(GroupKernels, Recomputing):
         for _, r in keys:
             reduced |= r
         inside = set(merged.members)
-        read = {self.privatized.get(k, k) for m in merged.members for k in self.nodes[m].kids
-                if k not in inside}
-        widths = [ITEMSIZE.get(DTYPES[self.nodes[k].dtype], 4) for k in read
-                  if not self.nodes[k].is_scalar and self.nodes[k].labels & reduced == reduced]
+        read = {
+            self.privatized.get(k, k) for m in merged.members for k in self.nodes[m].kids if k not in inside
+        }
+        widths = [
+            ITEMSIZE.get(DTYPES[self.nodes[k].dtype], 4)
+            for k in read
+            if not self.nodes[k].is_scalar and self.nodes[k].labels & reduced == reduced
+        ]
         return row * min(widths, default=4) <= PERSISTENT_BYTES
 
     def reductions_share(self, keys) -> str | None:
@@ -296,7 +328,7 @@ class Segmenter(GroupKernels, Recomputing):
         reference tensor and an output). On a kernel input any scheduler takes it."""
         ga, gb = self.groups[a], self.groups[b]
         find, nodes = self.graph.find, self.nodes
-        in_kernel = (lambda c: c in self.in_compute and find(c) in (a, b))
+        in_kernel = lambda c: c in self.in_compute and find(c) in (a, b)
         outs = None
         for m in ga.resizing + gb.resizing:
             kids = nodes[m].kids if nodes[m].op is Kept.cat or m in self.relabeling else nodes[m].kids[:1]
@@ -332,8 +364,9 @@ class Segmenter(GroupKernels, Recomputing):
         """Whether the kernel of groups ``a`` and ``b`` writes member ``m`` (an output, a
         barrier's input, or read by another kernel)."""
         find = self.graph.find
-        return m in self.sinks or any(c in self.in_compute and find(c) not in (a, b)
-                                      for c in self.consumers.get(m, ()))
+        return m in self.sinks or any(
+            c in self.in_compute and find(c) not in (a, b) for c in self.consumers.get(m, ())
+        )
 
     def translated_repeats(self, order) -> set[int]:
         """A cat of pads of one tensor repeats it: nvFuser (its repeat-to-expand pass) makes
@@ -342,13 +375,17 @@ class Segmenter(GroupKernels, Recomputing):
         nodes, out = self.nodes, set()
         for n in order:
             kids = nodes[n].kids
-            if nodes[n].op is not Kept.cat or len(kids) < 2 or \
-                    any(nodes[k].op is not Kept.pad or not nodes[k].kids for k in kids):
+            if (
+                nodes[n].op is not Kept.cat
+                or len(kids) < 2
+                or any(nodes[k].op is not Kept.pad or not nodes[k].kids for k in kids)
+            ):
                 continue
             if len({nodes[k].kids[0] for k in kids}) == 1:
                 out.add(n)
                 out.update(k for k in kids if set(self.consumers.get(k, ())) == {n})
         return out
+
 
 def resizes_broadcast(nodes, m) -> bool:
     """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which

@@ -23,6 +23,7 @@ The values passed are the forward's own: the backward reads what the forward com
 same calls, so the step computes the same function; the backward's floating-point results can
 differ in the last bits only where nvFuser reduces in another order, as in any rescheduling.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,7 +47,7 @@ from .matching import common_values
 from .surgery import input_definition, with_inputs, with_outputs
 
 _BROADCASTS = ("broadcast", "broadcast_in_dim", "expand")
-EXHAUSTIVE = 4      # candidate sets scored one by one up to this many candidates; greedily above
+EXHAUSTIVE = 4  # candidate sets scored one by one up to this many candidates; greedily above
 # the least predicted saving of the pair over the two fusions optimized apart worth passing
 # values, where min_gain is not given: a fixed margin, since the profile's error table measures
 # the error on one fusion's saving, not on a pair's
@@ -74,15 +75,17 @@ class SavedValue:
     backward_input: int
 
     def __str__(self) -> str:
-        return (f"{self.op} -> {self.dtype}{list(self.shape)}: forward output {self.forward_output}, "
-                f"backward input {self.backward_input}")
+        return (
+            f"{self.op} -> {self.dtype}{list(self.shape)}: forward output {self.forward_output}, "
+            f"backward input {self.backward_input}"
+        )
 
 
 @dataclass(frozen=True)
 class Variant:
     """One set of saved values and the pair's predicted time with it, as given (us)."""
 
-    saved: tuple[int, ...]          # backward value ids
+    saved: tuple[int, ...]  # backward value ids
     time_us: float
 
     def summary(self) -> dict:
@@ -103,13 +106,20 @@ class PairReport:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {"before_us": round(self.before_us, 3), "apart_us": round(self.apart_us, 3),
-                "after_us": round(self.after_us, 3), "saved": [str(s) for s in self.saved],
-                "variants": [v.summary() for v in self.variants], "notes": self.notes}
+        return {
+            "before_us": round(self.before_us, 3),
+            "apart_us": round(self.apart_us, 3),
+            "after_us": round(self.after_us, 3),
+            "saved": [str(s) for s in self.saved],
+            "variants": [v.summary() for v in self.variants],
+            "notes": self.notes,
+        }
 
     def __str__(self) -> str:
-        lines = [f"pair predicted: {self.before_us:.1f} us as given, {self.apart_us:.1f} us optimized apart, "
-                 f"{self.after_us:.1f} us kept"]
+        lines = [
+            f"pair predicted: {self.before_us:.1f} us as given, {self.apart_us:.1f} us optimized apart, "
+            f"{self.after_us:.1f} us kept"
+        ]
         lines += [f"saved: {s}" for s in self.saved] or ["saved: nothing"]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -126,7 +136,7 @@ class OptimizedPair:
     backward: OptimizedFusion
     saved: list[SavedValue]
     report: PairReport
-    forward_outputs: int        # the forward definition's own outputs (those added for saving follow)
+    forward_outputs: int  # the forward definition's own outputs (those added for saving follow)
 
     def backward_inputs(self, backward_inputs: Sequence[Any], forward_outputs: Sequence[Any]) -> list:
         """The optimized backward's inputs: the definition's own, then the saved values taken
@@ -134,10 +144,16 @@ class OptimizedPair:
         return [*backward_inputs, *(forward_outputs[s.forward_output] for s in self.saved)]
 
 
-def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int],
-                  forward_inputs: Sequence[Any] | None = None,
-                  backward_inputs: Sequence[Any] | None = None, *,
-                  options: Options | None = None, **keywords) -> OptimizedPair:
+def optimize_pair(
+    forward: Any,
+    backward: Any,
+    links: Mapping[int, int],
+    forward_inputs: Sequence[Any] | None = None,
+    backward_inputs: Sequence[Any] | None = None,
+    *,
+    options: Options | None = None,
+    **keywords,
+) -> OptimizedPair:
     """Optimize a forward and a backward fusion together (the module's docstring).
 
     ``links`` maps a backward input position to the forward input position it is the same
@@ -161,8 +177,11 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int],
     apart_us = sum(o.report.after.time_us for o in apart)
     before_us = sum(o.report.before.time_us for o in apart)
     report = PairReport(before_us, apart_us, apart_us)
-    unestimated = [f"the {what} ({'; '.join(o.report.notes) or 'no reading'})"
-                   for what, o in zip(("forward", "backward"), apart) if not o.report.estimated]
+    unestimated = [
+        f"the {what} ({'; '.join(o.report.notes) or 'no reading'})"
+        for what, o in zip(("forward", "backward"), apart)
+        if not o.report.estimated
+    ]
     if unestimated:
         report.notes.append(f"no cost-model estimate of {' or '.join(unestimated)}; nothing saved")
         return OptimizedPair(*apart, [], report, own)
@@ -183,8 +202,10 @@ def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int],
     saving = 1 - after_us / apart_us if apart_us > 0 else 0.0
     margin = PAIR_MIN_GAIN if options.min_gain is None else options.min_gain
     if saving <= margin:
-        report.notes.append(f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
-                            f"not above the margin {margin:.0%}; the fusions are optimized apart")
+        report.notes.append(
+            f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
+            f"not above the margin {margin:.0%}; the fusions are optimized apart"
+        )
         return OptimizedPair(*apart, [], report, own)
     saved = [pair.saved_value(s, o, i) for i, (s, o) in enumerate(zip(v.saved, where))]
     report.after_us, report.saved = after_us, saved
@@ -196,8 +217,7 @@ class _Pair:
     calls (backward value -> forward value), the inputs (forward, backward), the options, and
     the backward's extents."""
 
-    def __init__(self, fwd: Fusion, bwd: Fusion, common: Mapping[int, int], inputs: tuple,
-                 options: Options):
+    def __init__(self, fwd: Fusion, bwd: Fusion, common: Mapping[int, int], inputs: tuple, options: Options):
         self.fwd, self.bwd, self.values = fwd, bwd, common
         self.forward_inputs, self.backward_inputs = inputs
         self.scoring = options if options.extents is None else replace(options, extents=None)
@@ -210,11 +230,13 @@ class _Pair:
         f, where = with_outputs(self.fwd, [self.values[v] for v in saved])
         b = with_inputs(bwd, saved)
         if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
-            return None         # a saved value the others make unneeded
+            return None  # a saved value the others make unneeded
         extra = _saved_inputs(bwd, saved, self.extents, self.backward_inputs)
         b_inputs = None if self.backward_inputs is None else [*self.backward_inputs, *extra]
-        t = (estimate(f, self.forward_inputs, self.scoring).time_us
-             + estimate(b, b_inputs, self.scoring).time_us)
+        t = (
+            estimate(f, self.forward_inputs, self.scoring).time_us
+            + estimate(b, b_inputs, self.scoring).time_us
+        )
         return Variant(saved, t), f, where, b, b_inputs
 
     def saved_value(self, value: int, output: int, i: int) -> SavedValue:
@@ -222,21 +244,28 @@ class _Pair:
         bwd = self.bwd
         # its shape and dtype as the backward reads it
         shape, _, dtype = input_definition(bwd.types[value], _describe(bwd, value))
-        return SavedValue(self.values[value], value, bwd.producer[value].op, str(dtype), shape, output,
-                          len(bwd.inputs) + i)
+        return SavedValue(
+            self.values[value], value, bwd.producer[value].op, str(dtype), shape, output, len(bwd.inputs) + i
+        )
 
 
 def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
     for b, f in links.items():
         if not (0 <= b < len(bwd.inputs)) or not (0 <= f < len(fwd.inputs)):
-            raise LinkError(f"links: backward input {b} -> forward input {f} is out of range (the backward "
-                              f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})")
+            raise LinkError(
+                f"links: backward input {b} -> forward input {f} is out of range (the backward "
+                f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})"
+            )
         tb, tf = bwd.types[bwd.inputs[b]], fwd.types[fwd.inputs[f]]
-        if (getattr(tb, "dtype", None) != getattr(tf, "dtype", None)
-                or getattr(tb, "rank", None) != getattr(tf, "rank", None)):
-            raise LinkError(f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
-                              f"({_describe_type(tf)}): dtype and rank must agree",
-                              line=bwd.producer[bwd.inputs[b]].line, op="fd.define_tensor")
+        if getattr(tb, "dtype", None) != getattr(tf, "dtype", None) or getattr(tb, "rank", None) != getattr(
+            tf, "rank", None
+        ):
+            raise LinkError(
+                f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
+                f"({_describe_type(tf)}): dtype and rank must agree",
+                line=bwd.producer[bwd.inputs[b]].line,
+                op="fd.define_tensor",
+            )
 
 
 def _describe_type(t) -> str:
@@ -251,7 +280,7 @@ def _numel(t, extents: Mapping[int, int]) -> int | None:
 
 def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, int]) -> list[int]:
     """The common values worth saving (the module's docstring, step 2), in definition order."""
-    biggest: dict[int, int] = {}        # value -> elements of the largest input it is computed from
+    biggest: dict[int, int] = {}  # value -> elements of the largest input it is computed from
     for node in bwd.nodes:
         if node.is_input:
             biggest[node.outputs[0]] = _numel(bwd.types[node.outputs[0]], extents) or 0
@@ -266,11 +295,12 @@ def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, in
             consumers.setdefault(r.id, []).append(node)
     outputs = {o.value for o in bwd.outputs}
     frontier = set()
-    for v in small - outputs:       # a backward output the forward computes: the caller has it already
-        if any(not small.issuperset(c.outputs) or outputs.intersection(c.outputs)
-               for c in consumers.get(v, ())):
+    for v in small - outputs:  # a backward output the forward computes: the caller has it already
+        if any(
+            not small.issuperset(c.outputs) or outputs.intersection(c.outputs) for c in consumers.get(v, ())
+        ):
             while bwd.producer[v].op in _BROADCASTS and (u := next(bwd.producer[v].refs()).id) in small:
-                v = u           # save the value before it is broadcast; the backward broadcasts it
+                v = u  # save the value before it is broadcast; the backward broadcasts it
             frontier.add(v)
     return sorted(frontier)
 
@@ -283,8 +313,12 @@ def _search(candidates: list[int], variant) -> list:
         return [r for s in subsets if (r := variant(s)) is not None]
     scored, chosen, best = [], (), math.inf
     while True:
-        trials = [r for c in candidates if c not in chosen
-                  if (r := variant(tuple(sorted(chosen + (c,))))) is not None]
+        trials = [
+            r
+            for c in candidates
+            if c not in chosen
+            if (r := variant(tuple(sorted(chosen + (c,))))) is not None
+        ]
         scored += trials
         top = min(trials, key=lambda r: r[0].time_us, default=None)
         if top is None or top[0].time_us >= best:
@@ -294,8 +328,9 @@ def _search(candidates: list[int], variant) -> list:
 
 def _used(fusion: Fusion, position: int) -> bool:
     vid = fusion.inputs[position]
-    return (any(r.id == vid for n in fusion.nodes for r in n.refs())
-            or any(o.value == vid for o in fusion.outputs))
+    return any(r.id == vid for n in fusion.nodes for r in n.refs()) or any(
+        o.value == vid for o in fusion.outputs
+    )
 
 
 def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequence[Any] | None) -> list:
@@ -303,8 +338,14 @@ def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequen
     give the backward's extents; None without inputs."""
     if inputs is None:
         return []
-    return [torch.empty([1 if d.broadcast else extents[d.label] for d in bwd.types[v].dims],
-                        dtype=to_torch(bwd.types[v].dtype), device="meta") for v in saved]
+    return [
+        torch.empty(
+            [1 if d.broadcast else extents[d.label] for d in bwd.types[v].dims],
+            dtype=to_torch(bwd.types[v].dtype),
+            device="meta",
+        )
+        for v in saved
+    ]
 
 
 def _describe(fusion: Fusion, v: int) -> str:

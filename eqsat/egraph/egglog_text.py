@@ -6,6 +6,7 @@ that text, and is the one module on egglog's private API (``EGraph._egraph``, it
 ``_state``): :func:`run_text` parses and runs program text, :func:`run_schedule` runs a
 schedule without the per-rule Python report, :func:`frozen` reads every table back.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,9 +50,15 @@ def term_ref(scope: int, tid: int) -> str:
     return f"({NAME_TABLE} {scope} {tid})"
 
 
-def named_program(graph: TermGraph, scope: int, labels: dict[int, int], dtypes: dict[int, int],
-                  nonneg: set[int] = frozenset(), terms: range | None = None,
-                  drawn: set[int] = frozenset()) -> str:
+def named_program(
+    graph: TermGraph,
+    scope: int,
+    labels: dict[int, int],
+    dtypes: dict[int, int],
+    nonneg: set[int] = frozenset(),
+    terms: range | None = None,
+    drawn: set[int] = frozenset(),
+) -> str:
     """Each term of ``graph`` (or of ``terms``, ids in order) set as its name's row, and the
     facts given for them (``nonneg``, ``drawn``: the terms each relation holds for)."""
     name = lambda t: term_ref(scope, t)  # noqa: E731
@@ -133,8 +140,8 @@ class Frozen:
 
     @staticmethod
     def class_id(value) -> int:
-        text = str(value)                       # "Value(14)"
-        return int(text[text.index("(") + 1:-1])
+        text = str(value)  # "Value(14)"
+        return int(text[text.index("(") + 1 : -1])
 
 
 def frozen(eg: EGraph) -> Frozen:

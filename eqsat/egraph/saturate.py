@@ -8,6 +8,7 @@ first limit reached (iterations, e-nodes, its own time limit, the caller's deadl
 e-graph is valid at every stop. Where the deadline cuts the analyses themselves, some classes
 have none: extraction leaves those out.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ T = TypeVar("T")
 # seconds is a backstop for pathological inputs, far above what either corpus, the seeds or
 # bench/large.py up to 8000 ops take on a 2-core machine with both cores busy
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 30.0}
-INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
+INSERT_PART = 2000  # terms inserted between two looks at the deadline (about 0.1 s)
 
 
 @dataclass
@@ -59,12 +60,17 @@ class Saturation:
     iterations: int
     nodes: int
     seconds: float
-    fired: dict[str, int] = field(default_factory=dict)    # rule -> matches applied
-    analysed: bool = True       # False: the deadline cut the analyses of the input itself
+    fired: dict[str, int] = field(default_factory=dict)  # rule -> matches applied
+    analysed: bool = True  # False: the deadline cut the analyses of the input itself
 
 
-def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True,
-                 special_values: bool | None = None, exclude: Iterable[str] = ()) -> list[str]:
+def select_rules(
+    rules: Iterable[str] | None = None,
+    *,
+    reassociate: bool = True,
+    special_values: bool | None = None,
+    exclude: Iterable[str] = (),
+) -> list[str]:
     """Rule names: all (or ``rules``), less ``exclude``. ``reassociate=False`` leaves out the
     rules that reorder floating-point sums and products, and (unless ``special_values`` says
     otherwise) those whose sides may differ on NaN, +-inf or overflow; ``special_values=False``
@@ -75,9 +81,13 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
     if unknown:
         raise ValueError(f"unknown rules {unknown}; known: {', '.join(sorted(RULES))}")
     keep_special = reassociate if special_values is None else special_values
-    return [n for n in names if n not in set(exclude)
-            and (reassociate or not RULES[n].reassociates)
-            and (keep_special or not RULES[n].special_values)]
+    return [
+        n
+        for n in names
+        if n not in set(exclude)
+        and (reassociate or not RULES[n].reassociates)
+        and (keep_special or not RULES[n].special_values)
+    ]
 
 
 # rule families that match only terms of these constructors (a family's rules are left out
@@ -102,21 +112,22 @@ class Session:
 
     def __init__(self):
         self.eg = EGraph()
-        self.eg.register(set_(labels(Leaf(0))).to(0))       # declares the vocabulary
+        self.eg.register(set_(labels(Leaf(0))).to(0))  # declares the vocabulary
         self.eg.run(1, ruleset=analysis)
         self._rule_sets: dict[str, object] = {}
         self._combined: dict[tuple[str, ...], object] = {}
         self.counter = 0
-        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))    # compiles every rule registered now
+        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))  # compiles every rule registered now
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
-        for n in names:                     # made on first use (and a rule registered later)
+        for n in names:  # made on first use (and a rule registered later)
             if n not in self._rule_sets:
                 self._rule_sets[n] = ruleset(RULES[n].egglog(), name=f"rule:{n}")
         if names not in self._combined:
-            self._combined[names] = unstable_combine_rulesets(*(self._rule_sets[n] for n in names),
-                                                              name=f"rewrites{len(self._combined)}")
+            self._combined[names] = unstable_combine_rulesets(
+                *(self._rule_sets[n] for n in names), name=f"rewrites{len(self._combined)}"
+            )
         return self._combined[names]
 
     def fresh_scope(self) -> int:
@@ -265,9 +276,9 @@ class _SessionThread:
                     if s is None:
                         s = Session()
                     done.set_result(job(s))
-                except BaseException as e:          # the asking thread raises it
+                except BaseException as e:  # the asking thread raises it
                     done.set_exception(e)
-            job = done = None                       # nothing of a finished job held here
+            job = done = None  # nothing of a finished job held here
 
     def run(self, job: Callable[[Session], T]) -> T:
         if threading.current_thread() is self.thread:
@@ -296,7 +307,7 @@ def in_session(job: Callable[[Session], T]) -> T:
     its exception raised here. A job pushes the e-graph before its work and pops it after."""
     global _thread
     with _thread_lock:
-        if _thread is None or _thread.pid != os.getpid():     # none yet, or a forked child
+        if _thread is None or _thread.pid != os.getpid():  # none yet, or a forked child
             _thread = _SessionThread()
         worker = _thread
     return worker.run(job)

@@ -34,6 +34,7 @@ change only positions, so they are not terms at all.
 ``Iota(V)``                ``iota`` along the one label ``V``: 0, 1, ..., |V| - 1 (Int)
 =========================  =====================================================
 """
+
 from __future__ import annotations
 
 import enum
@@ -47,13 +48,13 @@ from eqsat.ir.opspec import BINARY_BOOL, OPS
 class TermKind(enum.StrEnum):
     """How a term's labels follow from its kids' (the labels analysis)."""
 
-    LEAF = "leaf"              # a value of the fusion: labels and dtype given by the encoding
-    SCALAR = "scalar"          # a constant scalar: no labels
-    POINTWISE = "pointwise"    # varies along every label any kid varies along
-    GENERIC = "generic"        # pointwise, the IR op named by its op attribute: dtype given by the encoding
-    REDUCTION = "reduction"    # its kid's labels less the reduced ones
-    TAKE = "take"              # its first kid's labels less the indexed one, and its index's (second kid's)
-    AXIS = "axis"              # the labels its labels attribute names
+    LEAF = "leaf"  # a value of the fusion: labels and dtype given by the encoding
+    SCALAR = "scalar"  # a constant scalar: no labels
+    POINTWISE = "pointwise"  # varies along every label any kid varies along
+    GENERIC = "generic"  # pointwise, the IR op named by its op attribute: dtype given by the encoding
+    REDUCTION = "reduction"  # its kid's labels less the reduced ones
+    TAKE = "take"  # its first kid's labels less the indexed one, and its index's (second kid's)
+    AXIS = "axis"  # the labels its labels attribute names
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,14 @@ class TermSpec:
     the IR ops that encode to it and that it decodes to, the verifier's evaluation, the cost
     model's weights, the indexing rules' reach: its ``facts``, :data:`FACTS`)."""
 
-    name: str                       # as egglog, TermGraph and the rules call it
-    attrs: tuple[str, ...]          # its attributes, before its kids, by ATTRIBUTES kind
-    kids: int                       # how many child terms it has
-    kind: TermKind                  # how its labels follow from its kids' (a row gives its value)
-    dtype: str                      # how its dtype follows from its kids' (DTYPE_RULES)
-    ir_op: str | None = None        # the IR op it is (encoding and lowering), where one op is it
-    facts: frozenset[str] = frozenset()     # FACTS (a row gives them as one string)
-    encoded_from: tuple[str, ...] = ()      # an indexing term: the IR indexing ops encoded as it
+    name: str  # as egglog, TermGraph and the rules call it
+    attrs: tuple[str, ...]  # its attributes, before its kids, by ATTRIBUTES kind
+    kids: int  # how many child terms it has
+    kind: TermKind  # how its labels follow from its kids' (a row gives its value)
+    dtype: str  # how its dtype follows from its kids' (DTYPE_RULES)
+    ir_op: str | None = None  # the IR op it is (encoding and lowering), where one op is it
+    facts: frozenset[str] = frozenset()  # FACTS (a row gives them as one string)
+    encoded_from: tuple[str, ...] = ()  # an indexing term: the IR indexing ops encoded as it
 
     def __post_init__(self):
         object.__setattr__(self, "kind", TermKind(self.kind))
@@ -85,13 +86,13 @@ class TermSpec:
 
 # attribute kind -> its egglog sort
 ATTRIBUTES = {
-    "value": "i64",         # an IR value id (a Leaf's)
-    "double": "f64",        # a Double constant
-    "int": "i64",           # an Int constant
-    "labels": "i64",        # a label mask: what an Extent multiplies, what a reduction reduces
-    "dtype": "i64",         # a dtype code (below), what a Cast casts to
-    "correction": "i64",    # a variance's correction
-    "op": "String",         # the IR op of a generic constructor (Un, Bin, Tern)
+    "value": "i64",  # an IR value id (a Leaf's)
+    "double": "f64",  # a Double constant
+    "int": "i64",  # an Int constant
+    "labels": "i64",  # a label mask: what an Extent multiplies, what a reduction reduces
+    "dtype": "i64",  # a dtype code (below), what a Cast casts to
+    "correction": "i64",  # a variance's correction
+    "op": "String",  # the IR op of a generic constructor (Un, Bin, Tern)
 }
 
 # how a term's dtype code follows from its kids' (the dtype analysis, dtype_codes.result_code)
@@ -113,7 +114,7 @@ FACTS = {
     "special": "the cost model weighs each element at the profile's special_function_weight",
     "free": "the cost model counts no arithmetic for it: a conversion on load or store",
     "barrier": "a kernel boundary, otherwise an identity: nvFuser's segmenter cuts the fusion "
-               "there (one segment writes the value, the next reads it)",
+    "there (one segment writes the value, the next reads it)",
     "moved": "the indexing rules (rules/indexing.py) move it through the terms marked through",
     "through": "an indexing term passes through it: picking elements commutes with it",
 }
@@ -124,48 +125,53 @@ _SPECIAL, _THROUGH = "special through", "through"
 # Every constructor of the e-graph, one row each: a new term is a new row here (and its
 # meaning where it lives: an IR op with a TorchOps method and a recorder op is evaluated and
 # lowered by its ir_op; other facts, such as its sign, are rules of analysis.py).
-TERMS: dict[str, TermSpec] = {t.name: t for t in (
-    #        name       attributes                kids kind         dtype         IR op          facts
-    TermSpec("Leaf",    ("value",),               0,   "leaf",      "given"),
-    TermSpec("Num",     ("double",),              0,   "scalar",    "weak float"),
-    TermSpec("Int",     ("int",),                 0,   "scalar",    "weak int"),
-    TermSpec("Extent",  ("labels",),              0,   "scalar",    "weak int"),
-    TermSpec("Neg",     (),                       1,   "pointwise", "compute",    "neg",         _THROUGH),
-    TermSpec("Abs",     (),                       1,   "pointwise", "abs",        "abs",         _THROUGH),
-    TermSpec("Exp",     (),                       1,   "pointwise", "float",      "exp",         _SPECIAL),
-    TermSpec("Log",     (),                       1,   "pointwise", "float",      "log",         _SPECIAL),
-    TermSpec("Sqrt",    (),                       1,   "pointwise", "float",      "sqrt",        _SPECIAL),
-    TermSpec("Rsqrt",   (),                       1,   "pointwise", "float",      "rsqrt",       _SPECIAL),
-    TermSpec("Recip",   (),                       1,   "pointwise", "float",      "reciprocal",  _SPECIAL),
-    TermSpec("Tanh",    (),                       1,   "pointwise", "float",      "tanh",        _SPECIAL),
-    TermSpec("Sigmoid", (),                       1,   "pointwise", "float",      "sigmoid",     _SPECIAL),
-    TermSpec("Relu",    (),                       1,   "pointwise", "same",       "relu",        _THROUGH),
-    TermSpec("SegmentSet", (),                    1,   "pointwise", "same",       "segment_set", "barrier"),
-    TermSpec("Un",      ("op",),                  1,   "generic",   "given",      None,          "special"),
-    TermSpec("Add",     (),                       2,   "pointwise", "promote",    "add",         _THROUGH),
-    TermSpec("Sub",     (),                       2,   "pointwise", "promote",    "sub",         _THROUGH),
-    TermSpec("Mul",     (),                       2,   "pointwise", "promote",    "mul",         _THROUGH),
-    TermSpec("Div",     (),                       2,   "pointwise", "promote",    "div",         _THROUGH),
-    TermSpec("Maximum", (),                       2,   "pointwise", "promote",    "maximum",     _THROUGH),
-    TermSpec("Minimum", (),                       2,   "pointwise", "promote",    "minimum",     _THROUGH),
-    TermSpec("Pow",     (),                       2,   "pointwise", "promote",    "pow",         _SPECIAL),
-    TermSpec("Bin",     ("op",),                  2,   "generic",   "given"),
-    TermSpec("Tern",    ("op",),                  3,   "generic",   "given",      None,          "special"),
-    TermSpec("Cast",    ("dtype",),               1,   "pointwise", "cast",       None,          "free"),
-    TermSpec("Sum",     ("labels",),              1,   "reduction", "sum",        "sum",         _THROUGH),
-    TermSpec("Max",     ("labels",),              1,   "reduction", "same",       "max",         _THROUGH),
-    TermSpec("Min",     ("labels",),              1,   "reduction", "same",       "min",         _THROUGH),
-    TermSpec("Prod",    ("labels",),              1,   "reduction", "sum",        "prod"),
-    TermSpec("Mean",    ("labels",),              1,   "reduction", "float"),
-    TermSpec("Var",     ("labels", "correction"), 1,   "reduction", "float"),
-    TermSpec("Take",    ("labels",),              2,   "take",      "same",       None,          "moved",
-             encoded_from=("take_along_axis", "gather")),
-    TermSpec("IndexSelect", ("labels",),          2,   "take",      "same",       None,          "moved",
-             encoded_from=("index_select",)),
-    # TakePad: encoded from a pad and a take (encode.take_padded)
-    TermSpec("TakePad", ("labels",),              2,   "take",      "same"),
-    TermSpec("Iota",    ("labels",),              0,   "axis",      "given"),
-)}
+TERMS: dict[str, TermSpec] = {
+    t.name: t
+    for t in (
+        #        name       attributes                kids kind         dtype         IR op          facts
+        TermSpec("Leaf", ("value",), 0, "leaf", "given"),
+        TermSpec("Num", ("double",), 0, "scalar", "weak float"),
+        TermSpec("Int", ("int",), 0, "scalar", "weak int"),
+        TermSpec("Extent", ("labels",), 0, "scalar", "weak int"),
+        TermSpec("Neg", (), 1, "pointwise", "compute", "neg", _THROUGH),
+        TermSpec("Abs", (), 1, "pointwise", "abs", "abs", _THROUGH),
+        TermSpec("Exp", (), 1, "pointwise", "float", "exp", _SPECIAL),
+        TermSpec("Log", (), 1, "pointwise", "float", "log", _SPECIAL),
+        TermSpec("Sqrt", (), 1, "pointwise", "float", "sqrt", _SPECIAL),
+        TermSpec("Rsqrt", (), 1, "pointwise", "float", "rsqrt", _SPECIAL),
+        TermSpec("Recip", (), 1, "pointwise", "float", "reciprocal", _SPECIAL),
+        TermSpec("Tanh", (), 1, "pointwise", "float", "tanh", _SPECIAL),
+        TermSpec("Sigmoid", (), 1, "pointwise", "float", "sigmoid", _SPECIAL),
+        TermSpec("Relu", (), 1, "pointwise", "same", "relu", _THROUGH),
+        TermSpec("SegmentSet", (), 1, "pointwise", "same", "segment_set", "barrier"),
+        TermSpec("Un", ("op",), 1, "generic", "given", None, "special"),
+        TermSpec("Add", (), 2, "pointwise", "promote", "add", _THROUGH),
+        TermSpec("Sub", (), 2, "pointwise", "promote", "sub", _THROUGH),
+        TermSpec("Mul", (), 2, "pointwise", "promote", "mul", _THROUGH),
+        TermSpec("Div", (), 2, "pointwise", "promote", "div", _THROUGH),
+        TermSpec("Maximum", (), 2, "pointwise", "promote", "maximum", _THROUGH),
+        TermSpec("Minimum", (), 2, "pointwise", "promote", "minimum", _THROUGH),
+        TermSpec("Pow", (), 2, "pointwise", "promote", "pow", _SPECIAL),
+        TermSpec("Bin", ("op",), 2, "generic", "given"),
+        TermSpec("Tern", ("op",), 3, "generic", "given", None, "special"),
+        TermSpec("Cast", ("dtype",), 1, "pointwise", "cast", None, "free"),
+        TermSpec("Sum", ("labels",), 1, "reduction", "sum", "sum", _THROUGH),
+        TermSpec("Max", ("labels",), 1, "reduction", "same", "max", _THROUGH),
+        TermSpec("Min", ("labels",), 1, "reduction", "same", "min", _THROUGH),
+        TermSpec("Prod", ("labels",), 1, "reduction", "sum", "prod"),
+        TermSpec("Mean", ("labels",), 1, "reduction", "float"),
+        TermSpec("Var", ("labels", "correction"), 1, "reduction", "float"),
+        TermSpec(
+            "Take", ("labels",), 2, "take", "same", None, "moved", encoded_from=("take_along_axis", "gather")
+        ),
+        TermSpec(
+            "IndexSelect", ("labels",), 2, "take", "same", None, "moved", encoded_from=("index_select",)
+        ),
+        # TakePad: encoded from a pad and a take (encode.take_padded)
+        TermSpec("TakePad", ("labels",), 2, "take", "same"),
+        TermSpec("Iota", ("labels",), 0, "axis", "given"),
+    )
+}
 
 
 def _check_table() -> None:
@@ -175,8 +181,11 @@ def _check_table() -> None:
     for t in TERMS.values():
         if t.dtype not in DTYPE_RULES or not set(t.attrs) <= set(ATTRIBUTES) or not t.facts <= set(FACTS):
             raise ValueError(f"term {t.name}: unknown dtype rule, attribute or fact")
-        if t.ir_op is not None and (t.kind, t.kids) not in (_UNARY_SHAPE, _BINARY_SHAPE) \
-                and t.attrs != ("labels",):
+        if (
+            t.ir_op is not None
+            and (t.kind, t.kids) not in (_UNARY_SHAPE, _BINARY_SHAPE)
+            and t.attrs != ("labels",)
+        ):
             raise ValueError(f"term {t.name}: only unary, binary and reduction terms have an IR op")
         if t.encoded_from and (t.kind is not TermKind.TAKE or any(op not in OPS for op in t.encoded_from)):
             raise ValueError(f"term {t.name}: only an indexing term is encoded from IR indexing ops")
@@ -208,13 +217,14 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {t.name: (t.sorts, t.kids) 
 REDUCTIONS = _named(lambda t: t.kind is TermKind.REDUCTION)
 GENERIC = _named(lambda t: t.kind is TermKind.GENERIC)
 SCALAR_TERMS = _named(lambda t: t.kind is TermKind.SCALAR)
-INDEXING_TERMS = _named(lambda t: t.kind is TermKind.TAKE)      # Take, IndexSelect, TakePad
+INDEXING_TERMS = _named(lambda t: t.kind is TermKind.TAKE)  # Take, IndexSelect, TakePad
 BARRIER_TERMS = _named(lambda t: "barrier" in t.facts)
 SPECIAL_TERMS = _named(lambda t: "special" in t.facts)
 FREE_TERMS = _named(lambda t: "free" in t.facts)
 # the elementwise terms: what a kernel may compute again instead of reading it (recompute.py)
-ELEMENTWISE_TERMS = _named(lambda t: t.kind in (TermKind.POINTWISE, TermKind.GENERIC)
-                           and t.name not in BARRIER_TERMS)
+ELEMENTWISE_TERMS = _named(
+    lambda t: t.kind in (TermKind.POINTWISE, TermKind.GENERIC) and t.name not in BARRIER_TERMS
+)
 # the generic binary ops (Bin) whose result is Bool: comparisons and logical ops, in the IR table's order
 BOOLEAN_BINARY = tuple(op for op in OPS if op in BINARY_BOOL)
 
@@ -237,8 +247,12 @@ def scalar_code(dtype: DataType) -> int:
 
 def code_dtype(code: int) -> DataType:
     """The DataType of a code (weak codes: the dtype nvFuser gives such a scalar)."""
-    weak = {WEAK_BOOL: DataType.Bool, WEAK_INT: DataType.Int, WEAK_FLOAT: DataType.Double,
-            WEAK_COMPLEX: DataType.ComplexDouble}
+    weak = {
+        WEAK_BOOL: DataType.Bool,
+        WEAK_INT: DataType.Int,
+        WEAK_FLOAT: DataType.Double,
+        WEAK_COMPLEX: DataType.ComplexDouble,
+    }
     return weak[code] if code in weak else DTYPES[code]
 
 

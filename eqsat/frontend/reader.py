@@ -30,6 +30,7 @@ Python-level iteration of tensors, the tensor work of the whole read), and a fil
 deeper than ``repro_file.MAX_DEPTH`` levels is refused (``repro_file.parse``): a read answers at once or is
 refused with the line, whatever the file holds.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,13 +43,22 @@ from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
-from .bounds import (NO_WORK, TensorWork, TooMuchWork, check_items, check_ndigits, int_op_problem,
-                     int_problem, on_meta)
+from .bounds import (
+    NO_WORK,
+    TensorWork,
+    TooMuchWork,
+    check_items,
+    check_ndigits,
+    int_op_problem,
+    int_problem,
+    on_meta,
+)
 from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
 
-TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
-              "run this file as Python")
+TRUST_HINT = (
+    "eqsat reads repro files without running them; pass trust=True (eqsat --trust) to run this file as Python"
+)
 
 
 class OutsideLanguage(FusionError):
@@ -57,19 +67,25 @@ class OutsideLanguage(FusionError):
 
 # torch functions an input expression may call: tensor constructors, random draws (under the
 # global seed), and pure math on tensors
-TORCH_FUNCTIONS = frozenset("""
+TORCH_FUNCTIONS = frozenset(
+    """
     randn rand randint zeros ones full arange empty empty_strided tensor as_tensor linspace eye
     zeros_like ones_like full_like empty_like randn_like rand_like randint_like
     manual_seed cat stack where tril triu flip roll transpose permute reshape unsqueeze squeeze
     lt le gt ge eq ne abs neg exp log sqrt rsqrt sin cos tanh sigmoid erf softmax log_softmax
     clamp maximum minimum matmul mul add sub div pow sum mean amax amin var std
-""".split())
-TORCH_NAMESPACES = {"testing": frozenset({"make_tensor"}),
-                    "nn": frozenset({"functional"}),
-                    "nn.functional": frozenset("softmax log_softmax relu gelu silu tanh sigmoid "
-                                               "dropout layer_norm normalize pad one_hot".split())}
+""".split()
+)
+TORCH_NAMESPACES = {
+    "testing": frozenset({"make_tensor"}),
+    "nn": frozenset({"functional"}),
+    "nn.functional": frozenset(
+        "softmax log_softmax relu gelu silu tanh sigmoid dropout layer_norm normalize pad one_hot".split()
+    ),
+}
 # tensor methods and attributes an input expression may use
-TENSOR_METHODS = frozenset("""
+TENSOR_METHODS = frozenset(
+    """
     to cuda cpu float half bfloat16 double int long short bool char byte type_as
     as_strided expand expand_as broadcast_to t permute transpose movedim swapaxes reshape view
     view_as unflatten contiguous clone
@@ -80,7 +96,8 @@ TENSOR_METHODS = frozenset("""
     masked_fill fill_ zero_ uniform_ normal_ random_ bernoulli_ new_zeros new_ones new_empty
     new_full size stride dim numel element_size storage_offset item tolist
     shape dtype T mT ndim device is_contiguous
-""".split())
+""".split()
+)
 
 
 def _round(number, ndigits=None):
@@ -90,28 +107,55 @@ def _round(number, ndigits=None):
 
 def _iterating(fn: Callable) -> Callable:
     """``fn`` (list, tuple, min, max), iterating a tensor it is given only up to MAX_ITEMS rows."""
+
     def call(*args, **kwargs):
         if len(args) == 1:
             check_items(args[0], f"{fn.__name__}()")
         return fn(*args, **kwargs)
+
     call.__name__ = fn.__name__
     return call
 
 
-BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
-                                 "len": len, "abs": abs, "min": _iterating(min), "max": _iterating(max),
-                                 "round": _round, "list": _iterating(list), "tuple": _iterating(tuple)}
+BUILTINS: dict[str, Callable] = {
+    "float": float,
+    "int": int,
+    "bool": bool,
+    "complex": complex,
+    "len": len,
+    "abs": abs,
+    "min": _iterating(min),
+    "max": _iterating(max),
+    "round": _round,
+    "list": _iterating(list),
+    "tuple": _iterating(tuple),
+}
 _NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "list", "tuple"})
 # floats Python prints as bare names
 NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
-           ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
-          ast.Not: operator.not_}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 _INT_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Pow: "pow", ast.LShift: "lshift"}
 
 
@@ -130,8 +174,14 @@ def torch_namespace():
     import torch
 
     dtypes = frozenset(name for name in dir(torch) if isinstance(getattr(torch, name, None), torch.dtype))
-    return _Namespace("torch", torch, TORCH_FUNCTIONS | dtypes | frozenset(TORCH_NAMESPACES) |
-                      {"device", "Size", "strided", "contiguous_format", "channels_last"})
+    return _Namespace(
+        "torch",
+        torch,
+        TORCH_FUNCTIONS
+        | dtypes
+        | frozenset(TORCH_NAMESPACES)
+        | {"device", "Size", "strided", "contiguous_format", "channels_last"},
+    )
 
 
 class Reader:
@@ -139,20 +189,22 @@ class Reader:
     device of every tensor the inputs make. ``fd``, where given, is the definition's
     FusionDefinition: of its attributes only the recording calls nvFuser's has may be used."""
 
-    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None,
-                 fd: Any = None):
+    def __init__(
+        self, filename: str, names: dict[str, Any] | None = None, device: str | None = None, fd: Any = None
+    ):
         self.filename = filename
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
         self.fd = fd
         # tensor work is charged where tensors are made on a device that computes (bounds.py)
         self.work = TensorWork() if device != "meta" else None
-        self._unpacking: int | None = None       # names the call being evaluated is unpacked into
+        self._unpacking: int | None = None  # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
     def refuse(self, node: ast.AST, what: str) -> OutsideLanguage:
-        return OutsideLanguage(f"{what}: {TRUST_HINT}", line=getattr(node, "lineno", None),
-                               filename=self.filename)
+        return OutsideLanguage(
+            f"{what}: {TRUST_HINT}", line=getattr(node, "lineno", None), filename=self.filename
+        )
 
     # -- statements ----------------------------------------------------------------------------
     def assign(self, stmt: ast.Assign, value: Any) -> None:
@@ -164,8 +216,11 @@ class Reader:
         elif isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
             values = list(value) if isinstance(value, (list, tuple)) else None
             if values is None or len(values) != len(target.elts):
-                raise FusionError(f"cannot unpack {type(value).__name__} into {len(target.elts)} names",
-                                  line=stmt.lineno, filename=self.filename)
+                raise FusionError(
+                    f"cannot unpack {type(value).__name__} into {len(target.elts)} names",
+                    line=stmt.lineno,
+                    filename=self.filename,
+                )
             for t, v in zip(target.elts, values):
                 self.names[t.id] = v
         else:
@@ -180,7 +235,7 @@ class Reader:
                     self._unpacking = len(target.elts)
                 self.assign(stmt, self.eval(stmt.value))
             elif isinstance(stmt, ast.Expr):
-                if not isinstance(stmt.value, ast.Constant):          # a docstring is skipped
+                if not isinstance(stmt.value, ast.Constant):  # a docstring is skipped
                     self.eval(stmt.value)
             elif isinstance(stmt, ast.Return) and stmt.value is None:
                 return
@@ -195,8 +250,9 @@ class Reader:
         try:
             return method(node)
         except RecursionError:
-            raise FusionError("the expression is nested too deeply to evaluate", line=node.lineno,
-                              filename=self.filename) from None
+            raise FusionError(
+                "the expression is nested too deeply to evaluate", line=node.lineno, filename=self.filename
+            ) from None
 
     def _Constant(self, node):
         if not isinstance(node.value, (int, float, complex, bool, str, type(None))):
@@ -246,15 +302,16 @@ class Reader:
     def _Compare(self, node):
         if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
             raise self.refuse(node, f"the comparison {ast.unparse(node)[:60]!r}")
-        return self._guarded(node, _COMPARE[type(node.ops[0])], self.eval(node.left),
-                             self.eval(node.comparators[0]))
+        return self._guarded(
+            node, _COMPARE[type(node.ops[0])], self.eval(node.left), self.eval(node.comparators[0])
+        )
 
     def _Subscript(self, node):
         base, index = self.eval(node.value), self.eval(node.slice)
         return self._guarded(node, operator.getitem, base, index)
 
     def _Slice(self, node):
-        part = lambda e: None if e is None else self.eval(e)          # noqa: E731
+        part = lambda e: None if e is None else self.eval(e)  # noqa: E731
         return slice(part(node.lower), part(node.upper), part(node.step))
 
     def _Attribute(self, node):
@@ -270,14 +327,21 @@ class Reader:
             value = getattr(base.target, name)
             if path in ("torch.device", "torch.Size"):
                 return _allowed(value)
-            return self._torch_function(value, name) if callable(value) and not isinstance(value, type) \
+            return (
+                self._torch_function(value, name)
+                if callable(value) and not isinstance(value, type)
                 else value
+            )
         if name.startswith("_"):
             raise self.refuse(node, f"the attribute {name}")
         if self.fd is not None and base is self.fd and name not in ANY_RECORDING_CALL:
-            raise FusionError("not a recording call: reading a file records its definition "
-                              "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
-                              line=node.lineno, op=f"fd.{name}", filename=self.filename)
+            raise FusionError(
+                "not a recording call: reading a file records its definition "
+                "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
+                line=node.lineno,
+                op=f"fd.{name}",
+                filename=self.filename,
+            )
         if _is_tensor(base):
             if name not in TENSOR_METHODS:
                 raise self.refuse(node, f"the tensor attribute .{name}")
@@ -288,7 +352,7 @@ class Reader:
         raise self.refuse(node, f"the attribute .{name} of a {type(base).__name__}")
 
     def _Call(self, node):
-        unpacking, self._unpacking = self._unpacking, None      # this call's, not its arguments'
+        unpacking, self._unpacking = self._unpacking, None  # this call's, not its arguments'
         fn = self.eval(node.func)
         args = []
         for a in node.args:
@@ -331,17 +395,21 @@ class Reader:
                 raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
             raise
         except (RecursionError, MemoryError) as err:
-            raise FusionError(f"{type(err).__name__} evaluating {ast.unparse(node)[:60]!r}",
-                              line=node.lineno, filename=self.filename) from None
+            raise FusionError(
+                f"{type(err).__name__} evaluating {ast.unparse(node)[:60]!r}",
+                line=node.lineno,
+                filename=self.filename,
+            ) from None
         except Exception as err:
-            raise FusionError(f"{type(err).__name__}: {err}", line=node.lineno,
-                              filename=self.filename) from None
+            raise FusionError(
+                f"{type(err).__name__}: {err}", line=node.lineno, filename=self.filename
+            ) from None
         finally:
             SOURCE_LINE.reset(token)
 
     def _run(self, node, fn, args: tuple, kwargs: dict) -> Any:
         """``fn(*args, **kwargs)``, charged first the tensor work it does (bounds.py)."""
-        real = lambda: fn(*args, **kwargs)          # noqa: E731
+        real = lambda: fn(*args, **kwargs)  # noqa: E731
         if self.work is None:
             return real()
         _, receiver, name, _ = getattr(fn, "_eqsat_spec", (None, None, None, None))
@@ -356,6 +424,7 @@ class Reader:
                 if "device" in kwargs or name in _FACTORIES:
                     kwargs["device"] = device
             return fn(*args, **kwargs)
+
         call._eqsat_allowed = True
         call._eqsat_spec = ("torch", None, name, fn)
         return call
@@ -371,6 +440,7 @@ class Reader:
                 if "device" in kwargs:
                     kwargs["device"] = device
             return method(*args, **kwargs)
+
         call._eqsat_allowed = True
         call._eqsat_spec = ("method", tensor, name, None)
         return call
@@ -384,10 +454,12 @@ def _is_wrapper(fn) -> bool:
 def _allowed(fn):
     """``fn`` (torch.device, torch.Size), callable from a file; a tensor it is given is iterated
     only up to MAX_ITEMS rows."""
+
     def call(*args, **kwargs):
         for a in args:
             check_items(a, f"{fn.__name__}()")
         return fn(*args, **kwargs)
+
     call._eqsat_allowed = True
     call._eqsat_spec = ("none", None, None, None)
     return call
@@ -431,6 +503,7 @@ def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
                 margs = ["meta" if _is_device(a) else a for a in margs]
                 return getattr(receiver, name)(*margs, **mkwargs)
             return fn(*margs, **mkwargs)
+
     return run_on_meta
 
 
@@ -442,8 +515,10 @@ def _one_hot_classes(args: tuple, kwargs: dict) -> int:
     return int(args[0].max()) + 1
 
 
-_FACTORIES = frozenset("randn rand randint zeros ones full arange empty empty_strided tensor "
-                       "as_tensor linspace eye make_tensor".split())
+_FACTORIES = frozenset(
+    "randn rand randint zeros ones full arange empty empty_strided tensor "
+    "as_tensor linspace eye make_tensor".split()
+)
 
 
 def _is_tensor(value) -> bool:
@@ -455,17 +530,20 @@ def _is_tensor(value) -> bool:
 def _is_device(value) -> bool:
     import torch
 
-    return isinstance(value, torch.device) or isinstance(value, str) and value.split(":")[0] in (
-        "cpu", "cuda", "meta")
+    return (
+        isinstance(value, torch.device)
+        or isinstance(value, str)
+        and value.split(":")[0] in ("cpu", "cuda", "meta")
+    )
 
 
 def _is_definition_object(value) -> bool:
     """The fd, its ``ops``, its values (tensors and scalars of a FusionDefinition), and
     DataType: what a definition's calls and attributes are made on."""
-    if isinstance(value, types.ModuleType):          # nvfuser_direct's fd.ops is a module
+    if isinstance(value, types.ModuleType):  # nvfuser_direct's fd.ops is a module
         module = value.__name__
     else:
-        owner = value if isinstance(value, type) else type(value)      # DataType is a class
+        owner = value if isinstance(value, type) else type(value)  # DataType is a class
         module = getattr(owner, "__module__", None) or ""
     return module.split(".")[0] in ("eqsat",) + FRONTENDS
 

@@ -3,6 +3,7 @@ depth), its ``inputs`` list (:func:`read_inputs`) and its definition's body on a
 (:func:`run_definition`), both evaluated by :class:`eqsat.frontend.reader.Reader`; which
 top-level statements are about running the fusion (:func:`about_running`), which reading
 skips."""
+
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,7 @@ from eqsat.ir.fusion import FRONTENDS
 
 from .reader import Reader, Skipped, torch_namespace
 
-MAX_DEPTH = 100        # levels of a file's syntax tree (real repros have under 20)
+MAX_DEPTH = 100  # levels of a file's syntax tree (real repros have under 20)
 
 
 def parse(source: str, filename: str) -> ast.Module:
@@ -27,10 +28,11 @@ def parse(source: str, filename: str) -> ast.Module:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as err:
         raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
-    except (RecursionError, MemoryError):       # Python's parser recursing past its limit
-        raise FusionError("nested too deeply for Python's parser", line=_unparsable_line(source),
-                          filename=filename) from None
-    except ValueError as err:                   # a null byte
+    except (RecursionError, MemoryError):  # Python's parser recursing past its limit
+        raise FusionError(
+            "nested too deeply for Python's parser", line=_unparsable_line(source), filename=filename
+        ) from None
+    except ValueError as err:  # a null byte
         raise FusionError(f"does not parse: {err}", filename=filename) from None
     _check_depth(tree, filename)
     return tree
@@ -43,8 +45,9 @@ def _check_depth(tree: ast.Module, filename: str) -> None:
         node, depth, line = stack.pop()
         line = getattr(node, "lineno", line)
         if depth > MAX_DEPTH:
-            raise FusionError(f"nested too deeply (more than {MAX_DEPTH} levels)", line=line,
-                              filename=filename)
+            raise FusionError(
+                f"nested too deeply (more than {MAX_DEPTH} levels)", line=line, filename=filename
+            )
         stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
 
 
@@ -58,11 +61,16 @@ def _unparsable_line(source: str) -> int | None:
         return None
     start = None
     for tok in tokens:
-        if start is None and tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
-                                              tokenize.DEDENT, tokenize.NEWLINE):
+        if start is None and tok.type not in (
+            tokenize.NL,
+            tokenize.COMMENT,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.NEWLINE,
+        ):
             start = tok.start[0]
         if tok.type == tokenize.NEWLINE and start is not None:
-            text = "".join(lines[start - 1:tok.end[0]]).lstrip()
+            text = "".join(lines[start - 1 : tok.end[0]]).lstrip()
             try:
                 ast.parse(text)
             except (RecursionError, MemoryError):
@@ -79,8 +87,10 @@ def _is_frontend_import(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.ImportFrom):
         return (stmt.module or "").split(".")[0] in FRONTENDS + ("torch",)
     if isinstance(stmt, ast.Try):
-        return all(_is_frontend_import(s) for s in stmt.body + stmt.orelse + stmt.finalbody +
-                   [s for h in stmt.handlers for s in h.body])
+        return all(
+            _is_frontend_import(s)
+            for s in stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
+        )
     return False
 
 
@@ -110,15 +120,17 @@ def _changes_inputs(stmt: ast.stmt) -> bool:
     one of its methods)."""
     for node in ast.walk(stmt):
         target = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node
-        changed = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or \
-            isinstance(node, ast.Attribute)
+        changed = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or isinstance(
+            node, ast.Attribute
+        )
         if isinstance(target, ast.Name) and target.id == "inputs" and changed:
             return True
     return False
 
 
-def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
-                device: str | None = None) -> list | None:
+def read_inputs(
+    tree: ast.Module, definition: ast.FunctionDef, filename: str, device: str | None = None
+) -> list | None:
     """The file's ``inputs`` list, evaluated in the repro language (None if it has none).
     Statements about running the fusion are skipped, but for one that binds or changes
     ``inputs``: that is refused with its line and what reading could not evaluate."""
@@ -132,7 +144,7 @@ def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
             reader.names[stmt.name] = Skipped()
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue                        # a docstring
+            continue  # a docstring
         running = _running_part(stmt, skipped)
         if running is not None and _changes_inputs(stmt):
             raise reader.refuse(stmt, f"`inputs` here uses {running}")
@@ -150,15 +162,24 @@ def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
             continue
         if isinstance(stmt, ast.Assign):
             reader.assign(stmt, reader.eval(stmt.value))
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                ast.unparse(stmt.value.func) == "torch.manual_seed":
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and ast.unparse(stmt.value.func) == "torch.manual_seed"
+        ):
             reader.eval(stmt.value)
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                ast.unparse(stmt.value.func) == "print":
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and ast.unparse(stmt.value.func) == "print"
+        ):
             continue
         else:
-            raise reader.refuse(stmt, f"the top-level {type(stmt).__name__.lower()} statement "
-                                      f"{ast.unparse(stmt).splitlines()[0][:60]!r}")
+            raise reader.refuse(
+                stmt,
+                f"the top-level {type(stmt).__name__.lower()} statement "
+                f"{ast.unparse(stmt).splitlines()[0][:60]!r}",
+            )
     found = reader.names.get("inputs")
     if found is not None and not isinstance(found, (list, tuple)):
         raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
@@ -170,8 +191,11 @@ def run_definition(definition: ast.FunctionDef, fd: Any, datatype: Any, filename
     FusionDefinition, or any implementation of the protocol), with ``datatype`` as DataType."""
     params = [a.arg for a in definition.args.args]
     if not params:
-        raise FusionError(f"the definition {definition.name} takes no fd parameter",
-                          line=definition.lineno, filename=filename)
+        raise FusionError(
+            f"the definition {definition.name} takes no fd parameter",
+            line=definition.lineno,
+            filename=filename,
+        )
     if definition.decorator_list:
         raise Reader(filename).refuse(definition.decorator_list[0], "a decorator on the definition")
     names = {params[0]: fd, "DataType": datatype}

@@ -14,6 +14,7 @@ shapes is rejected at the offending line. Its typing rules, one per category of 
 :mod:`eqsat.ir.elementwise_typing` and :mod:`eqsat.ir.shape_typing`; the types themselves in
 :mod:`eqsat.ir.value_types`.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,10 +29,11 @@ from .elementwise_typing import ElementwiseTyping
 from .nodes import SCALAR, TENSOR, Node, Ref
 from .opspec import OPS
 from .shape_typing import ShapeTyping, resized_extent
+
 # the value types (which the package imports from here too)
 from .value_types import UNKNOWN_TENSOR, Dim, ScalarType, TensorType, VectorType, result_dtype
 
-if TYPE_CHECKING:                   # annotations only: fusion.py imports this module
+if TYPE_CHECKING:  # annotations only: fusion.py imports this module
     from .fusion import Fusion
 
 
@@ -41,12 +43,12 @@ class AxisInference(ElementwiseTyping, ShapeTyping):
     def __init__(self):
         self._parent: dict[int, int] = {}
         self._extent: dict[int, int | None] = {}
-        self.same_extent: list[tuple[int, int]] = []     # (label, label of equal extent): reshapes
-        self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []   # (in, out) labels
-        self.resized: list[tuple[int, tuple[int, ...], tuple]] = []   # Types.resized
+        self.same_extent: list[tuple[int, int]] = []  # (label, label of equal extent): reshapes
+        self.reshapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (in, out) labels
+        self.resized: list[tuple[int, tuple[int, ...], tuple]] = []  # Types.resized
         self.types: dict[int, Any] = {}
-        self.made_by: dict[int, Node] = {}                 # value id -> the node that made it
-        self.relabeled: set[int] = set()                   # values on fresh axes (see combine)
+        self.made_by: dict[int, Node] = {}  # value id -> the node that made it
+        self.relabeled: set[int] = set()  # values on fresh axes (see combine)
         self.relabel = False
         self._node: Node | None = None
 
@@ -97,15 +99,17 @@ class AxisInference(ElementwiseTyping, ShapeTyping):
         self._node = node
         self.relabel = False
         if node.opaque or any(self._unknown(r) for r in node.refs()):
-            outs = [UNKNOWN_TENSOR if k == TENSOR else ScalarType(None) if k == SCALAR
-                    else VectorType(None) for k in node.kinds]
+            outs = [
+                UNKNOWN_TENSOR if k == TENSOR else ScalarType(None) if k == SCALAR else VectorType(None)
+                for k in node.kinds
+            ]
         else:
             rule = getattr(self, f"_op_{node.op}", None)
             if rule is None:
                 rule = getattr(self, f"_cat_{OPS[node.op].category}")
             try:
                 outs = rule(node, **node.kwargs)
-            except ValueError as err:               # a dtype eqsat does not model there
+            except ValueError as err:  # a dtype eqsat does not model there
                 self.fail(str(err))
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         for v, t in zip(node.outputs, outs):
@@ -148,7 +152,8 @@ class AxisInference(ElementwiseTyping, ShapeTyping):
         for s in shape:
             st = self.t(s)
             if not isinstance(st, ScalarType) or (
-                    st.dtype is not None and st.dtype not in dt.INT_TYPES and not casting):
+                st.dtype is not None and st.dtype not in dt.INT_TYPES and not casting
+            ):
                 self.fail(f"shape entries must be integer scalars, got {s!r}")
             if casting and st.dtype not in dt.INT_TYPES:
                 st = ScalarType(DataType.Int, None if st.const is None else int(st.const))
@@ -179,8 +184,7 @@ class AxisInference(ElementwiseTyping, ShapeTyping):
         the output gets fresh axes instead and the node is marked ``relabeled`` (the e-graph
         keeps it verbatim: its operands' axes are not its own)."""
         rank = max(t.rank for t in types)
-        columns = [[t.dims[i - rank + t.rank] for t in types if i - rank + t.rank >= 0]
-                   for i in range(rank)]
+        columns = [[t.dims[i - rank + t.rank] for t in types if i - rank + t.rank >= 0] for i in range(rank)]
         if self._would_repeat_an_axis(columns):
             self.relabel = True
             return tuple(self._fresh_column(col) for col in columns)
@@ -269,9 +273,9 @@ class Types:
 
     of: dict[int, Any]
     extents: dict[int, int | None]
-    same_extent: tuple[tuple[int, int], ...] = ()   # label pairs of equal (symbolic) extent
-    reshapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # (in, out) labels: equal numel
-    relabeled: frozenset[int] = frozenset()   # values whose axes are not their operands' (combine)
+    same_extent: tuple[tuple[int, int], ...] = ()  # label pairs of equal (symbolic) extent
+    reshapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()  # (in, out) labels: equal numel
+    relabeled: frozenset[int] = frozenset()  # values whose axes are not their operands' (combine)
     # (out, in labels, how) where a slice, pad or cat makes an extent from symbolic ones:
     # ("slice", start, end), ("pad", low, high), ("cat",) (the sum)
     resized: tuple[tuple[int, tuple[int, ...], tuple], ...] = ()
@@ -286,7 +290,7 @@ class Types:
         elementwise op, say) have different extents, naming both: torch would broadcast such
         inputs silently and nvFuser rejects them at run time."""
         out = {k: v for k, v in self.extents.items() if v is not None}
-        seen: dict[int, tuple[int, int]] = {}        # label -> (input, dim) that set it
+        seen: dict[int, tuple[int, int]] = {}  # label -> (input, dim) that set it
         for i, (vid, value) in enumerate(zip(fusion.inputs, inputs)):
             t = self.of[vid]
             if not (isinstance(t, TensorType) and t.dims is not None and hasattr(value, "shape")):
@@ -296,22 +300,27 @@ class Types:
                     continue
                 n = int(n)
                 if d.label in out and out[d.label] != n:
-                    first = (f"input {seen[d.label][0]} dim {seen[d.label][1]}" if d.label in seen
-                             else "the definition's static shapes")
+                    first = (
+                        f"input {seen[d.label][0]} dim {seen[d.label][1]}"
+                        if d.label in seen
+                        else "the definition's static shapes"
+                    )
                     raise FusionError(
                         f"input {i} dim {j} has extent {n}, but the fusion uses it as the same axis "
                         f"as {first}, of extent {out[d.label]}",
-                        line=fusion.producer[vid].line, op="fd.define_tensor")
+                        line=fusion.producer[vid].line,
+                        op="fd.define_tensor",
+                    )
                 out[d.label] = n
                 seen.setdefault(d.label, (i, j))
-        for _ in range(len(self.same_extent) + len(self.reshapes) + len(self.resized)):   # chains
+        for _ in range(len(self.same_extent) + len(self.reshapes) + len(self.resized)):  # chains
             for o, ins, how in self.resized:
                 if o not in out and all(x in out for x in ins):
                     out[o] = resized_extent(how, [out[x] for x in ins])
             for a, b in self.same_extent:
                 if b in out and a not in out:
                     out[a] = out[b]
-            for ins, outs in self.reshapes:         # a reshape keeps the number of elements
+            for ins, outs in self.reshapes:  # a reshape keeps the number of elements
                 for known, unknown in ((ins, outs), (outs, ins)):
                     missing = {x for x in unknown if x not in out}
                     if len(missing) == 1 and all(x in out for x in known):

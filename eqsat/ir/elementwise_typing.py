@@ -2,6 +2,7 @@
 :class:`eqsat.ir.axes.AxisInference` that gives each such op's output types (one method per
 category of :data:`eqsat.ir.opspec.OPS`, ``_cat_<category>``; an elementwise op's dtype by its
 row's dtype rule)."""
+
 from __future__ import annotations
 
 
@@ -23,7 +24,7 @@ class ElementwiseTyping:
         for s, contig in zip(shape, layout.dim_contiguity(contiguity, stride_order, len(shape))):
             if s == 1:
                 dims.append(Dim(self.new_label(1), broadcast=True))
-            elif contig is None:          # an expanded broadcast: stride 0
+            elif contig is None:  # an expanded broadcast: stride 0
                 dims.append(Dim(self.new_label(None if s == -1 else s), broadcast=True))
             else:
                 dims.append(Dim(self.new_label(None if s == -1 else s)))
@@ -38,7 +39,7 @@ class ElementwiseTyping:
     # -- elementwise -------------------------------------------------------------------------
     def _cat_unary(self, node, arg):
         t = self.t(arg)
-        result = OPS[node.op].result                   # the op's dtype rule (opspec.RESULTS)
+        result = OPS[node.op].result  # the op's dtype rule (opspec.RESULTS)
         if result == "bool":
             dtype = DataType.Bool
         elif result == "complex part":
@@ -46,9 +47,9 @@ class ElementwiseTyping:
         elif result == "float":
             dtype = dt.float_math_type(t.dtype, isinstance(t, TensorType))
         elif result == "compute":
-            dtype = dt.compute_type(t.dtype)           # bf16/fp16 math is done (and kept) in Float
+            dtype = dt.compute_type(t.dtype)  # bf16/fp16 math is done (and kept) in Float
         elif result == "abs":
-            dtype = dt.real_type(t.dtype)              # |complex| is real (csrc/ops/arith.cpp abs)
+            dtype = dt.real_type(t.dtype)  # |complex| is real (csrc/ops/arith.cpp abs)
         else:
             dtype = t.dtype
         return self.elementwise([t], dtype)
@@ -70,7 +71,7 @@ class ElementwiseTyping:
 
     def _cat_binary(self, node, arg1, arg2):
         a, b = self.t(arg1), self.t(arg2)
-        result = OPS[node.op].result                   # the op's dtype rule (opspec.RESULTS)
+        result = OPS[node.op].result  # the op's dtype rule (opspec.RESULTS)
         if result in ("comparison", "logical"):
             dtype = DataType.Bool
         elif result == "complex":
@@ -133,8 +134,10 @@ class ElementwiseTyping:
     def _cat_var_mean(self, node, arg, dims, correction, keepdim):
         t = self.tensor(arg)
         if t.dtype in dt.HALF_TYPES:
-            self.fail(f"var_mean of {t.dtype.name} is not supported by nvFuser; cast the input to "
-                      f"Float first (fd.ops.cast(x, dtype=DataType.Float))")
+            self.fail(
+                f"var_mean of {t.dtype.name} is not supported by nvFuser; cast the input to "
+                f"Float first (fd.ops.cast(x, dtype=DataType.Float))"
+            )
         out = self._cat_var(node, arg, dims, correction, keepdim)
         return [out, out]
 
@@ -152,8 +155,11 @@ def _wrap64(x: int) -> int:
     return (x + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
-_INT_FOLD = {"add": lambda a, b: _wrap64(a + b), "sub": lambda a, b: _wrap64(a - b),
-             "mul": lambda a, b: _wrap64(a * b)}
+_INT_FOLD = {
+    "add": lambda a, b: _wrap64(a + b),
+    "sub": lambda a, b: _wrap64(a - b),
+    "mul": lambda a, b: _wrap64(a * b),
+}
 
 
 def _is_int_const(t) -> bool:

@@ -1,4 +1,5 @@
 """Replaying a Fusion's calls on any implementation of nvFuser's FusionDefinition protocol."""
+
 from __future__ import annotations
 
 from collections import ChainMap
@@ -51,7 +52,7 @@ class Calls:
         return GENERIC
 
 
-GENERIC = object()      # Calls.call: make the node's own call
+GENERIC = object()  # Calls.call: make the node's own call
 AS_WRITTEN = Calls()
 
 
@@ -68,8 +69,9 @@ def _last_uses(fusion: Fusion) -> dict[int, int]:
     return last
 
 
-def replay(fusion: Fusion, fd: Any, *, calls: Calls = AS_WRITTEN,
-           on_node: Callable[[Node, list], list] | None = None) -> list:
+def replay(
+    fusion: Fusion, fd: Any, *, calls: Calls = AS_WRITTEN, on_node: Callable[[Node, list], list] | None = None
+) -> list:
     """Make ``fusion``'s calls on ``fd`` and add its outputs; returns the output handles.
 
     ``calls`` adapts them to one of nvFuser's frontends where the two differ
@@ -83,13 +85,19 @@ def replay(fusion: Fusion, fd: Any, *, calls: Calls = AS_WRITTEN,
         results = _node_results(fusion, node, fd, env, calls, on_node)
         env.update(zip(node.outputs, results, strict=True))
         for vid in {r.id for r in node.refs()} | set(node.outputs):
-            if last_use.get(vid, -1) <= i:        # dead from here on: free it (the torch
-                env.pop(vid, None)                # executor's intermediates are large)
+            if last_use.get(vid, -1) <= i:  # dead from here on: free it (the torch
+                env.pop(vid, None)  # executor's intermediates are large)
     return _add_outputs(fusion, fd, env)
 
 
-def _node_results(fusion: Fusion, node: Node, fd: Any, env: dict[int, Any], calls: Calls,
-                  on_node: Callable[[Node, list], list] | None) -> list:
+def _node_results(
+    fusion: Fusion,
+    node: Node,
+    fd: Any,
+    env: dict[int, Any],
+    calls: Calls,
+    on_node: Callable[[Node, list], list] | None,
+) -> list:
     """The results of ``node``'s call on ``fd``, its operands looked up in ``env``."""
     scalars: dict[int, Any] = {}
     call_node = calls.adapt(node, fd, scalars)

@@ -1,6 +1,7 @@
 """The typing rules of shape ops, factories, data movement and the ops eqsat keeps as they are:
 the part of :class:`eqsat.ir.axes.AxisInference` that gives each such op's output types (one
 method per category of :data:`eqsat.ir.opspec.OPS`, ``_cat_<category>``)."""
+
 from __future__ import annotations
 
 import math
@@ -21,12 +22,15 @@ class ShapeTyping:
     def _cat_broadcast(self, node, arg, is_broadcast_dim):
         t = self.tensor(arg)
         if sum(1 for b in is_broadcast_dim if not b) != t.rank:
-            self.fail(f"is_broadcast_dim {list(is_broadcast_dim)} has "
-                      f"{sum(1 for b in is_broadcast_dim if not b)} False entries; expected one per "
-                      f"input dim ({t.rank})")
+            self.fail(
+                f"is_broadcast_dim {list(is_broadcast_dim)} has "
+                f"{sum(1 for b in is_broadcast_dim if not b)} False entries; expected one per "
+                f"input dim ({t.rank})"
+            )
         it = iter(t.dims)
-        return TensorType(t.dtype, tuple(Dim(self.new_label(1), True) if b else next(it)
-                                         for b in is_broadcast_dim))
+        return TensorType(
+            t.dtype, tuple(Dim(self.new_label(1), True) if b else next(it) for b in is_broadcast_dim)
+        )
 
     def broadcast_dim(self, d: Dim, item: ScalarType, j: int, taken: set[int]) -> Dim:
         """Input dim ``d`` placed at an output position whose requested extent is ``item``.
@@ -60,12 +64,17 @@ class ShapeTyping:
         t = self.tensor(arg)
         items = self.shape_items(shape)
         if len(broadcast_dims) != t.rank:
-            self.fail(f"broadcast_dims {list(broadcast_dims)} has {len(broadcast_dims)} entries; "
-                      f"expected one per input dim ({t.rank})")
-        if any(not 0 <= b < len(items) for b in broadcast_dims) \
-                or list(broadcast_dims) != sorted(set(broadcast_dims)):
-            self.fail(f"broadcast_dims {list(broadcast_dims)} must be increasing and below the "
-                      f"output rank {len(items)}")
+            self.fail(
+                f"broadcast_dims {list(broadcast_dims)} has {len(broadcast_dims)} entries; "
+                f"expected one per input dim ({t.rank})"
+            )
+        if any(not 0 <= b < len(items) for b in broadcast_dims) or list(broadcast_dims) != sorted(
+            set(broadcast_dims)
+        ):
+            self.fail(
+                f"broadcast_dims {list(broadcast_dims)} must be increasing and below the "
+                f"output rank {len(items)}"
+            )
         where = {b: i for i, b in enumerate(broadcast_dims)}
         taken = self.axes_of(t.dims)
         dims = []
@@ -145,7 +154,7 @@ class ShapeTyping:
         for e, item in zip(extents, items):
             e = None if e == -1 else e
             dims.append(Dim(self.new_label(1), True) if e == 1 else Dim(self.new_label(e)))
-            if e is None and item.extent_of is not None:     # new_shape=[..., fd.ops.size(x, i), ...]
+            if e is None and item.extent_of is not None:  # new_shape=[..., fd.ops.size(x, i), ...]
                 self.same_extent.append((dims[-1].label, item.extent_of))
         self.reshapes.append((tuple(d.label for d in t.dims), tuple(d.label for d in dims)))
         return TensorType(t.dtype, tuple(dims))
@@ -193,8 +202,9 @@ class ShapeTyping:
             extent = self.extent(d.label)
             if manual_normalization:
                 self._check_normalized(i, start.const, end.const, extent)
-            whole_end = (end.extent_of is not None and self.find(end.extent_of) == self.find(d.label)) or \
-                (extent is not None and end.const is not None and end.const >= extent)
+            whole_end = (end.extent_of is not None and self.find(end.extent_of) == self.find(d.label)) or (
+                extent is not None and end.const is not None and end.const >= extent
+            )
             if start.const == 0 and whole_end:
                 dims.append(d)
                 continue
@@ -205,14 +215,25 @@ class ShapeTyping:
 
     def _check_normalized(self, i: int, start, end, extent) -> None:
         if start is not None and start < 0 or end is not None and end < 0:
-            self.fail(f"dim {i}: with manual_normalization=True the indices are not normalized, "
-                      f"so they must not be negative (start {start}, end {end})")
+            self.fail(
+                f"dim {i}: with manual_normalization=True the indices are not normalized, "
+                f"so they must not be negative (start {start}, end {end})"
+            )
         if start is not None and end is not None and end < start:
             self.fail(f"dim {i}: end {end} is before start {start}")
-        if extent is not None and start is not None and start > extent or \
-                extent is not None and end is not None and end > extent and start != 0:
-            self.fail(f"dim {i}: indices {start}:{end} reach past the extent {extent}; with "
-                      f"manual_normalization=True nvFuser does not clamp them")
+        if (
+            extent is not None
+            and start is not None
+            and start > extent
+            or extent is not None
+            and end is not None
+            and end > extent
+            and start != 0
+        ):
+            self.fail(
+                f"dim {i}: indices {start}:{end} reach past the extent {extent}; with "
+                f"manual_normalization=True nvFuser does not clamp them"
+            )
 
     def _cat_cat(self, node, tensors, dim, manual_padding):
         """nvFuser's cat: tensors of one dtype and rank. With ``manual_padding`` each input is
@@ -223,13 +244,17 @@ class ShapeTyping:
         if any(x.rank != rank for x in ts):
             self.fail(f"all tensors must have the same rank, got {[x.rank for x in ts]}")
         if len({x.dtype for x in ts}) > 1:
-            self.fail(f"all tensors must have the same dtype (nvFuser does not promote in cat), got "
-                      f"{', '.join(x.dtype.name for x in ts)}")
+            self.fail(
+                f"all tensors must have the same dtype (nvFuser does not promote in cat), got "
+                f"{', '.join(x.dtype.name for x in ts)}"
+            )
         if manual_padding:
             unpadded = [x for x in tensors if self.made_by[x.id].op != "pad"]
             if unpadded:
-                self.fail(f"manual_padding=True needs every input made by fd.ops.pad; "
-                          f"{', '.join(map(repr, unpadded))} is not")
+                self.fail(
+                    f"manual_padding=True needs every input made by fd.ops.pad; "
+                    f"{', '.join(map(repr, unpadded))} is not"
+                )
         dims = []
         for i in range(rank):
             if i == dim and not manual_padding:
@@ -257,7 +282,7 @@ class ShapeTyping:
         dims = list(t.dims)
         for k in range(len(pad_widths) // 2):
             i = t.rank - 1 - k
-            lo, hi = (self.t(p).const for p in pad_widths[2 * k: 2 * k + 2])
+            lo, hi = (self.t(p).const for p in pad_widths[2 * k : 2 * k + 2])
             if lo == 0 and hi == 0:
                 continue
             how = ("pad", lo, hi) if lo is not None and hi is not None else None
@@ -304,8 +329,10 @@ class ShapeTyping:
             d = idx.dims[dim]
             dims[dim] = Dim(d.label, False) if not self.is_unit(d) else d
         else:
-            self.fail(f"index must be 1-D, 0-D, or of the input's rank {t.rank} with extent-1 "
-                      f"broadcast dims but at dim {dim}; got rank {idx.rank}")
+            self.fail(
+                f"index must be 1-D, 0-D, or of the input's rank {t.rank} with extent-1 "
+                f"broadcast dims but at dim {dim}; got rank {idx.rank}"
+            )
         return TensorType(t.dtype, tuple(dims))
 
     def _cat_linear(self, node, arg1, arg2, bias):
@@ -320,16 +347,20 @@ class ShapeTyping:
         a, b = self.tensor(arg1), self.tensor(arg2)
         if a.rank == 0 or b.rank == 0:
             self.fail("matmul needs tensors of rank 1 or more")
-        self.combine([TensorType(a.dtype, a.dims[-1:]),
-                      TensorType(b.dtype, b.dims[-2:-1] if b.rank > 1 else b.dims)])
+        self.combine(
+            [TensorType(a.dtype, a.dims[-1:]), TensorType(b.dtype, b.dims[-2:-1] if b.rank > 1 else b.dims)]
+        )
         if a.rank == 1 and b.rank == 1:
             return TensorType(a.dtype, ())
         if b.rank == 1:
             return TensorType(a.dtype, a.dims[:-1])
         if a.rank == 1:
             return TensorType(a.dtype, b.dims[:-2] + b.dims[-1:])
-        batch = self.combine([TensorType(a.dtype, a.dims[:-2]), TensorType(b.dtype, b.dims[:-2])]) \
-            if a.rank > 2 or b.rank > 2 else ()
+        batch = (
+            self.combine([TensorType(a.dtype, a.dims[:-2]), TensorType(b.dtype, b.dims[:-2])])
+            if a.rank > 2 or b.rank > 2
+            else ()
+        )
         return TensorType(a.dtype, tuple(batch) + a.dims[-2:-1] + b.dims[-1:])
 
     # -- ops kept as they are: sorts, scans, scatter, embedding, grouped matmul ------------------
@@ -369,14 +400,17 @@ class ShapeTyping:
             self.fail(f"index and src must have the input's rank {t.rank}")
         return TensorType(t.dtype, self._computed_along(t))
 
-    def _cat_embedding(self, node, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
-                       sparse):
+    def _cat_embedding(
+        self, node, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
+    ):
         """F.embedding: ``weight``'s rows (a [V, D] weight) picked by ``input``: input's dims,
         then D, in the weight's dtype."""
         idx, w = self._index(input, "input"), self.tensor(weight, "weight")
         if w.rank != 2 or idx.rank < 1:
-            self.fail(f"embedding_fwd takes an index of rank 1 or more and a weight of rank 2, got "
-                      f"ranks {idx.rank} and {w.rank}")
+            self.fail(
+                f"embedding_fwd takes an index of rank 1 or more and a weight of rank 2, got "
+                f"ranks {idx.rank} and {w.rank}"
+            )
         return TensorType(w.dtype, self._computed_along(idx) + (Dim(w.dims[1].label, False),))
 
     def _cat_grouped_mm(self, node, arg1, arg2, offsets):
@@ -400,15 +434,16 @@ class ShapeTyping:
             self.union(b.dims[0].label, g.label)
             dims = (a.dims[0], b.dims[2])
         else:
-            self.fail(f"grouped_mm takes operands of ranks (2, 2), (3, 2) or (2, 3), "
-                      f"got ({a.rank}, {b.rank})")
+            self.fail(
+                f"grouped_mm takes operands of ranks (2, 2), (3, 2) or (2, 3), got ({a.rank}, {b.rank})"
+            )
         return TensorType(a.dtype, tuple(Dim(d.label, False) for d in dims))
 
 
 def resized_extent(how: tuple, extents: list[int]) -> int:
     """The extent a slice, pad or cat makes of its input extents (``Types.resized``)."""
     if how[0] == "slice":
-        return len(range(extents[0])[how[1]:how[2]])
+        return len(range(extents[0])[how[1] : how[2]])
     if how[0] == "pad":
         return extents[0] + how[1] + how[2]
     return sum(extents)

@@ -1,5 +1,6 @@
 """The types of a fusion's values (:mod:`eqsat.ir.axes` infers them): a tensor's dims, each
 carrying an axis label; a scalar; a vector of scalars; and nvFuser's promotion of operands."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ class Dim:
 @dataclass(frozen=True)
 class TensorType:
     dtype: DataType | None
-    dims: tuple[Dim, ...] | None          # None: unknown (made by, or downstream of, an opaque op)
+    dims: tuple[Dim, ...] | None  # None: unknown (made by, or downstream of, an opaque op)
 
     @property
     def known(self) -> bool:
@@ -44,8 +45,8 @@ class TensorType:
 @dataclass(frozen=True)
 class ScalarType:
     dtype: DataType | None
-    const: Any = None                    # the value, where it is a constant
-    extent_of: int | None = None         # the label whose extent this scalar is (fd.ops.size)
+    const: Any = None  # the value, where it is a constant
+    extent_of: int | None = None  # the label whose extent this scalar is (fd.ops.size)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The analysis: the fusion encoded as terms, the e-graph filled and saturated (at most
 ``SATURATION_SHARE`` of the time left), dumped to Python; the input's own choice of e-nodes, a
 cost model over the e-classes, and the cost model's estimate of the input as written."""
+
 from __future__ import annotations
 
 import time
@@ -19,7 +20,7 @@ from eqsat.ir.layout import alias_output_sources
 
 from .context import Run
 
-SATURATION_SHARE = 0.5      # of the time left when saturation begins; extraction and lowering get the rest
+SATURATION_SHARE = 0.5  # of the time left when saturation begins; extraction and lowering get the rest
 
 
 @dataclass
@@ -37,10 +38,10 @@ class Analysis:
     roots: list[int]
     model: CostModel | None
     sat: Saturation | None
-    before: Estimate | None = None      # the input as written, term by term (no e-class merged)
-    before_s: float = 0.0               # seconds the cost model took over it
+    before: Estimate | None = None  # the input as written, term by term (no e-class merged)
+    before_s: float = 0.0  # seconds the cost model took over it
     cut: Cut | None = None
-    phases: dict[str, float] = field(default_factory=dict)   # seconds: encode, saturate, extract
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: encode, saturate, extract
 
     @property
     def lower_s(self) -> float:
@@ -52,15 +53,30 @@ def analyse_run(run: Run) -> Analysis:
     """The stage: the run's fusion analysed with its rules, limits and deadline; its notes (why
     nothing was encoded, the limit that stopped saturation, the stage the deadline cut) and
     seconds recorded in ``run``."""
-    a = analyse(run.fusion, run.concrete, run.profile, rules=run.rules, limits=run.limits,
-                deadline=run.deadline, recompute=run.options.recompute)
+    a = analyse(
+        run.fusion,
+        run.concrete,
+        run.profile,
+        rules=run.rules,
+        limits=run.limits,
+        deadline=run.deadline,
+        recompute=run.options.recompute,
+    )
     run.notes += _notes(run, a)
     run.phases.update(a.phases)
     return a
 
 
-def analyse(fusion: Fusion, concrete: dict[int, int], profile: Profile, *, rules: tuple[str, ...] = (),
-            limits: Limits | None = None, deadline: Deadline = NEVER, recompute: bool = True) -> Analysis:
+def analyse(
+    fusion: Fusion,
+    concrete: dict[int, int],
+    profile: Profile,
+    *,
+    rules: tuple[str, ...] = (),
+    limits: Limits | None = None,
+    deadline: Deadline = NEVER,
+    recompute: bool = True,
+) -> Analysis:
     """Encode, fill the e-graph, saturate with ``rules`` (only the analyses where ``limits`` is
     None), dump; the input's own choice and a cost model over the ``concrete`` extents, and the
     input's estimate. Where the ``deadline`` passes before the input is estimated, ``cut``
@@ -76,9 +92,12 @@ def analyse(fusion: Fusion, concrete: dict[int, int], profile: Profile, *, rules
             inserted = s.insert(enc, scope, deadline)
             encoded = time.perf_counter()
             sat = None
-            if inserted and not deadline.passed():       # analyses always run
-                sat = s.saturate(applicable(rules, enc.graph) if rewrite else (), limits or Limits(),
-                                 deadline.share(SATURATION_SHARE))
+            if inserted and not deadline.passed():  # analyses always run
+                sat = s.saturate(
+                    applicable(rules, enc.graph) if rewrite else (),
+                    limits or Limits(),
+                    deadline.share(SATURATION_SHARE),
+                )
             saturated = time.perf_counter()
             cut = _cut_before_extraction(sat, deadline, encoded - began)
             return scope, encoded, sat, saturated, cut, dump(s.eg) if cut is None else None
@@ -91,10 +110,18 @@ def analyse(fusion: Fusion, concrete: dict[int, int], profile: Profile, *, rules
     if cut is not None:
         return Analysis(enc, None, {}, {}, [], None, shown, cut=cut, phases=phases)
     cls = {tid: d.names[scope, tid] for tid in range(len(enc.graph.nodes))}
-    a = Analysis(enc, d, cls, _original(enc, d, cls), sorted({cls[t] for t in enc.roots.values()}),
-                 _model(fusion, enc, cls, concrete, profile, recompute), shown, phases=phases)
+    a = Analysis(
+        enc,
+        d,
+        cls,
+        _original(enc, d, cls),
+        sorted({cls[t] for t in enc.roots.values()}),
+        _model(fusion, enc, cls, concrete, profile, recompute),
+        shown,
+        phases=phases,
+    )
     _estimate(fusion, a, deadline)
-    phases["extract"] = time.perf_counter() - saturated      # the dump, and the input's estimate
+    phases["extract"] = time.perf_counter() - saturated  # the dump, and the input's estimate
     return a
 
 
@@ -128,23 +155,35 @@ def _original(enc: Encoding, d: Dump, cls: dict[int, int]) -> dict[int, GNode]:
     original: dict[int, GNode] = {}
     for tid, node in enumerate(enc.graph.nodes):
         c = cls[tid]
-        original.setdefault(c, GNode(node.op, node.attrs, tuple(cls[k] for k in node.kids),
-                                     d.labels.get(c, -1), d.dtype.get(c, -1)))
+        original.setdefault(
+            c,
+            GNode(
+                node.op, node.attrs, tuple(cls[k] for k in node.kids), d.labels.get(c, -1), d.dtype.get(c, -1)
+            ),
+        )
     return original
 
 
-def _model(fusion: Fusion, enc: Encoding, cls: dict[int, int], concrete: dict, profile: Profile,
-           recompute: bool) -> CostModel:
+def _model(
+    fusion: Fusion, enc: Encoding, cls: dict[int, int], concrete: dict, profile: Profile, recompute: bool
+) -> CostModel:
     """The cost model over the e-classes, at the ``concrete`` extents."""
     links = {cls[leaf]: (op, tuple(cls[t] for t in ins)) for leaf, (op, ins) in enc.links.items()}
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     aliased = sum(1 for o in fusion.outputs if o.alias_input is not None)
     inner = {t: order[-1] for t, order in enc.order.items() if order}
-    model = CostModel(profile, {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of}, links,
-                      outputs={cls[t] for t in output_terms}, aliased=aliased,
-                      inner={cls[t]: b for t, b in inner.items()},
-                      alias_segments=len(alias_output_sources(fusion)), output_count=len(fusion.outputs),
-                      shape_only={cls[t] for t in enc.shape_only}, recompute=recompute)
+    model = CostModel(
+        profile,
+        {enc.bit_of[l]: e for l, e in concrete.items() if l in enc.bit_of},
+        links,
+        outputs={cls[t] for t in output_terms},
+        aliased=aliased,
+        inner={cls[t]: b for t, b in inner.items()},
+        alias_segments=len(alias_output_sources(fusion)),
+        output_count=len(fusion.outputs),
+        shape_only={cls[t] for t in enc.shape_only},
+        recompute=recompute,
+    )
     return model
 
 
@@ -157,14 +196,24 @@ def _estimate_input(fusion: Fusion, a: Analysis, deadline: Deadline) -> Estimate
     enc, d, cls = a.enc, a.dump, a.cls
     output_terms = {enc.roots[o.value] for o in fusion.outputs if o.value in enc.roots}
     inner = {t: order[-1] for t, order in enc.order.items() if order}
-    terms = {tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
-             for tid, n in enumerate(enc.graph.nodes)}
+    terms = {
+        tid: GNode(n.op, n.attrs, n.kids, d.labels.get(cls[tid], -1), d.dtype.get(cls[tid], -1))
+        for tid, n in enumerate(enc.graph.nodes)
+    }
     terms, maps = copy_chains(terms, written_copies(enc))
     for copy in maps:
         inner.update((c, inner[t]) for t, c in copy.items() if t in inner)
     try:
-        est = a.model.estimate(terms, sorted(set(enc.roots.values())), links=enc.links, outputs=output_terms,
-                               inner=inner, recompute=False, shape_only=enc.shape_only, deadline=deadline)
+        est = a.model.estimate(
+            terms,
+            sorted(set(enc.roots.values())),
+            links=enc.links,
+            outputs=output_terms,
+            inner=inner,
+            recompute=False,
+            shape_only=enc.shape_only,
+            deadline=deadline,
+        )
     except ValueError:
         return None
     _name_tensors(est, fusion, enc, maps, a.model.extents)
@@ -187,8 +236,11 @@ def _name_tensors(est: Estimate, fusion: Fusion, enc: Encoding, copies, extents:
         if v is None:
             continue
         t, shape = types[v], tensor.shape
-        if isinstance(t, TensorType) and t.known and all(d.label in enc.bit_of or d.broadcast
-                                                         for d in t.dims):
+        if (
+            isinstance(t, TensorType)
+            and t.known
+            and all(d.label in enc.bit_of or d.broadcast for d in t.dims)
+        ):
             shape = tuple(1 if d.broadcast else extents.get(enc.bit_of[d.label], 1) for d in t.dims)
         est.tensors[n] = replace(tensor, name=f"T{v}", shape=shape)
 
@@ -199,16 +251,25 @@ def _notes(run: Run, a: Analysis) -> list[str]:
     notes = [f"not optimized: {a.enc.skipped}"] if a.enc is not None and a.enc.skipped else []
     sat = a.sat
     if sat and sat.stop == "deadline" and sat.analysed:
-        notes.append(run.cut(Cut(f"saturation after {sat.iterations} iterations"),
-                             "the result is the best of the rewrites explored by then"))
+        notes.append(
+            run.cut(
+                Cut(f"saturation after {sat.iterations} iterations"),
+                "the result is the best of the rewrites explored by then",
+            )
+        )
     elif sat and sat.stop not in ("saturated", "deadline"):
-        notes.append(f"saturation stopped at the {sat.stop} ({_limit_text(run.limits, sat.stop)}): "
-                     f"the result is the best of the rewrites explored by then")
+        notes.append(
+            f"saturation stopped at the {sat.stop} ({_limit_text(run.limits, sat.stop)}): "
+            f"the result is the best of the rewrites explored by then"
+        )
     if a.cut is not None:
         notes.append(run.cut(a.cut, "kept the input (not estimated)"))
     return notes
 
 
 def _limit_text(limits: Limits, stop: str) -> str:
-    return {"time limit": f"{limits.seconds:g} s", "node limit": f"{limits.nodes} e-nodes",
-            "iteration limit": f"{limits.iterations} iterations"}.get(stop, stop)
+    return {
+        "time limit": f"{limits.seconds:g} s",
+        "node limit": f"{limits.nodes} e-nodes",
+        "iteration limit": f"{limits.iterations} iterations",
+    }.get(stop, stop)

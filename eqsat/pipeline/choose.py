@@ -2,6 +2,7 @@
 predicted saving exceeds the margin, a creditable rewrite shaped it and it lowers, and where,
 lowered and estimated afresh, it is still below the input's estimate; under verify="gpu", the
 best few lowered for the GPU to decide between (``verify``)."""
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,10 @@ def choose(run: Run, a: Analysis) -> Pick:
     if RECOMPUTE in pick.credited and not run.options.verify and run.deadline.left() > 0:
         alone = _extract_and_choose(run, a, a.model.with_recompute(False))
         if alone.changed and alone.after.time_us < pick.after.time_us:
-            alone.notes = pick.notes + [f"without recomputed chains: predicted {alone.after.time_us:.1f} us, "
-                                        f"with them {pick.after.time_us:.1f} us"]
+            alone.notes = pick.notes + [
+                f"without recomputed chains: predicted {alone.after.time_us:.1f} us, "
+                f"with them {pick.after.time_us:.1f} us"
+            ]
             alone.rejected = pick.rejected + alone.rejected
             pick = alone
     run.notes += pick.notes
@@ -45,20 +48,31 @@ def _extract_and_choose(run: Run, a: Analysis, model: CostModel) -> Pick:
     below the input's (``_confirm_cheaper``)."""
     options, deadline = run.options, run.deadline
     t_extract = time.perf_counter()
-    ex = extract(a.dump, a.roots, a.original, model, budget=options.search_budget,
-                 budget_s=options.search_seconds, keep=VERIFY_CANDIDATES,
-                 deadline=deadline.earlier(a.lower_s), guess_s=a.before_s)
+    ex = extract(
+        a.dump,
+        a.roots,
+        a.original,
+        model,
+        budget=options.search_budget,
+        budget_s=options.search_seconds,
+        keep=VERIFY_CANDIDATES,
+        deadline=deadline.earlier(a.lower_s),
+        guess_s=a.before_s,
+    )
     t_lower = time.perf_counter()
-    p = Pick(run.fusion, before=a.before or ex.base.estimate or Estimate(),
-             estimated=a.before is not None or ex.base.estimate is not None,
-             search={"scored": ex.scored, "nodes": ex.work, "stop": ex.stop})
+    p = Pick(
+        run.fusion,
+        before=a.before or ex.base.estimate or Estimate(),
+        estimated=a.before is not None or ex.base.estimate is not None,
+        search={"scored": ex.scored, "nodes": ex.work, "stop": ex.stop},
+    )
     p.after = p.before
     if options.verify:
         p.lowered = lowered_candidates(run, a, ex, p)
     else:
         _choose(run, a, ex, p)
     if p.changed and options.extents is None:
-        if deadline.left() >= a.phases["encode"] + a.before_s:     # reading it again, then its estimate
+        if deadline.left() >= a.phases["encode"] + a.before_s:  # reading it again, then its estimate
             _confirm_cheaper(run, p)
         else:
             p.keep_input(run.fusion)
@@ -85,8 +99,9 @@ def _choose(run: Run, a: Analysis, ex: Extraction, p: Pick) -> None:
         else:
             lowered, why, credited = lower_candidate(run, a, p, best, need)
     if ex.cut:
-        p.notes.append(run.cut(ex.cut, "kept the input" if lowered is None else
-                               "kept the best candidate scored by then"))
+        p.notes.append(
+            run.cut(ex.cut, "kept the input" if lowered is None else "kept the best candidate scored by then")
+        )
     if why and not (ex.cut and best.estimate is None):
         p.notes.append(why)
     if lowered is not None:
@@ -117,7 +132,13 @@ def _confirm_cheaper(run: Run, p: Pick) -> None:
     if again is None or again.time_us < p.before.time_us:
         p.after = again or p.after
         return
-    p.rejected.append(Rejection(p.after.time_us, saving(p.before, p.after), None,
-                                f"lowered, it re-estimates at {again.time_us:.1f} us, not below the "
-                                f"input's {p.before.time_us:.1f} us"))
+    p.rejected.append(
+        Rejection(
+            p.after.time_us,
+            saving(p.before, p.after),
+            None,
+            f"lowered, it re-estimates at {again.time_us:.1f} us, not below the "
+            f"input's {p.before.time_us:.1f} us",
+        )
+    )
     p.keep_input(run.fusion)

@@ -1,6 +1,7 @@
 """The run: one optimization as it passes from stage to stage (the fusion, its inputs and
 options, the deadline, and what the stages record), :func:`read`, the stage that makes it, and
 the ``Pick``, the candidate chosen as the later stages build it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ class Pick:
     changed: bool = False
     credited: list[str] = field(default_factory=list)
     estimated: bool = False
-    lowered: list = field(default_factory=list)         # verify's Lowered, cheapest first
+    lowered: list = field(default_factory=list)  # verify's Lowered, cheapest first
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     search: dict = field(default_factory=dict)
@@ -83,25 +84,26 @@ def read(definition: Any, inputs: Sequence[Any] | None, options: Options, start:
     """The definition read and typed (with a repro file's or text's own inputs where none are
     given), its inputs checked, the profile loaded, the rules selected and the process's e-graph
     made; then the deadline starts. ``start``: when the optimization began."""
-    if inputs is None:          # a repro file's or text's own inputs, where it has them
+    if inputs is None:  # a repro file's or text's own inputs, where it has them
         fusion, inputs = ingest_with_inputs(definition, device="cpu" if options.verify else "meta")
     else:
         fusion = ingest(definition)
     profile = options.loaded_profile
-    with naming_file(source_file(definition)):        # a repro file's inputs: errors name it
+    with naming_file(source_file(definition)):  # a repro file's inputs: errors name it
         concrete = concrete_extents(fusion, inputs, options.extents, options.default_extent)
     if options.verify:
         check_verifiable(inputs)
         options = options.with_runner(options.runner or NvFuserRunner(prefer=fusion.frontend))
     rules = tuple(select_rules(options.rules, reassociate=options.reassociate))
-    setup = prepare()           # the process's e-graph, made once: outside every fusion's deadline
+    setup = prepare()  # the process's e-graph, made once: outside every fusion's deadline
     deadline = Deadline(options.deadline_s)
     phases = {"read": deadline.began - start - setup, "setup": setup}
     return Run(fusion, inputs, options, profile, concrete, rules, deadline, phases=phases)
 
 
-def concrete_extents(fusion: Fusion, inputs: Sequence[Any] | None, extents: dict | None,
-                     default_extent: int) -> dict[int, int]:
+def concrete_extents(
+    fusion: Fusion, inputs: Sequence[Any] | None, extents: dict | None, default_extent: int
+) -> dict[int, int]:
     """label -> extent: static ones, then from ``inputs`` (checked against the definition),
     then ``extents`` given by label, then ``default_extent``."""
     types = fusion.types

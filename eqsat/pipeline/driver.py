@@ -1,5 +1,6 @@
 """The pipeline, top to bottom: read, analyse, choose, verify, report; and ``OptimizedFusion``,
 what it returns (it runs the pipeline again for new input shapes)."""
+
 from __future__ import annotations
 
 import threading
@@ -28,10 +29,10 @@ from .verify import decide
 def optimize(definition: Any, inputs: Sequence[Any] | None, options: Options) -> OptimizedFusion:
     """``definition`` optimized with ``options`` (see ``eqsat.optimize_fusion``)."""
     start = time.perf_counter()
-    run = read(definition, inputs, options, start)      # the deadline starts at its end
-    analysis = analyse_run(run)                         # encode, saturate, dump, the input's estimate
-    pick = choose(run, analysis)                        # extract, the margin, credit, lower, re-estimate
-    verification = decide(run, pick)                    # under verify="gpu", the GPU's decision
+    run = read(definition, inputs, options, start)  # the deadline starts at its end
+    analysis = analyse_run(run)  # encode, saturate, dump, the input's estimate
+    pick = choose(run, analysis)  # extract, the margin, credit, lower, re-estimate
+    verification = decide(run, pick)  # under verify="gpu", the GPU's decision
     report = _report(run, analysis, pick, verification, start)
     key = None if run.inputs is None else _input_key(run.inputs)
     return OptimizedFusion(run.fusion, pick.result, report, run.options, key)
@@ -56,12 +57,23 @@ def _report(run: Run, a: Analysis, pick: Pick, verification: Verification | None
     seconds = time.perf_counter() - start
     run.phases["total"] = seconds
     sat = a.sat
-    return Report(pick.before, pick.after, pick.changed, rules_fired=sat.fired if sat else {},
-                  saturation=SaturationSummary.of(sat), seconds=seconds, notes=run.notes, rules=pick.credited,
-                  phases=run.phases, estimated=pick.estimated, rejected=pick.rejected,
-                  verification=verification, cut=run.cuts[0] if run.cuts else None,
-                  unchanged=None if pick.changed else _why_unchanged(run, a, pick, verification),
-                  search=pick.search)
+    return Report(
+        pick.before,
+        pick.after,
+        pick.changed,
+        rules_fired=sat.fired if sat else {},
+        saturation=SaturationSummary.of(sat),
+        seconds=seconds,
+        notes=run.notes,
+        rules=pick.credited,
+        phases=run.phases,
+        estimated=pick.estimated,
+        rejected=pick.rejected,
+        verification=verification,
+        cut=run.cuts[0] if run.cuts else None,
+        unchanged=None if pick.changed else _why_unchanged(run, a, pick, verification),
+        search=pick.search,
+    )
 
 
 def _why_unchanged(run: Run, a: Analysis, pick: Pick, verification: Verification | None) -> str:
@@ -95,8 +107,7 @@ class OptimizedFusion:
     """The result of :func:`eqsat.optimize_fusion`: executes like a FusionDefinition. ``options``
     are those it was optimized with; ``for_inputs`` optimizes again with them for new shapes."""
 
-    def __init__(self, original: Fusion, fusion: Fusion, report: Report, options: Options,
-                 key: tuple | None):
+    def __init__(self, original: Fusion, fusion: Fusion, report: Report, options: Options, key: tuple | None):
         self.original = original
         self.fusion = fusion.with_frontend(original.frontend)
         self.report = report
@@ -117,8 +128,10 @@ class OptimizedFusion:
         return fusion_source(self.fusion)
 
     def explain(self) -> str:
-        return (f"{self.report}\n\npredicted kernels as given:\n{self.report.before.explain()}\n\n"
-                f"predicted kernels optimized:\n{self.report.after.explain()}")
+        return (
+            f"{self.report}\n\npredicted kernels as given:\n{self.report.before.explain()}\n\n"
+            f"predicted kernels optimized:\n{self.report.after.explain()}"
+        )
 
     def for_inputs(self, inputs: Sequence[Any]) -> "OptimizedFusion":
         """The fusion optimized for these inputs' shapes and dtypes (cached per shape)."""
@@ -148,6 +161,8 @@ class OptimizedFusion:
         """Run on nvFuser (CUDA), through ``frontend`` as in :meth:`to_nvfuser`;
         re-optimizes for new input shapes and dtypes."""
         if not torch.cuda.is_available():
-            raise FusionError("execute needs a CUDA device and nvFuser; none is available here "
-                              "(run_reference runs the optimized fusion through torch instead)")
+            raise FusionError(
+                "execute needs a CUDA device and nvFuser; none is available here "
+                "(run_reference runs the optimized fusion through torch instead)"
+            )
         return self.for_inputs(inputs).to_nvfuser(frontend).execute(list(inputs), **kwargs)

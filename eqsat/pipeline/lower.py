@@ -1,5 +1,6 @@
 """A candidate lowered: the rules credited with it (fired rules whose right side is in it), and
 the chosen e-nodes turned back into a Fusion, with its outputs' types checked against the input's."""
+
 from __future__ import annotations
 
 from eqsat.cost.walks import reachable
@@ -21,8 +22,10 @@ RECOMPUTE = "recompute_chains"
 
 # why a result no creditable rewrite shaped is rejected unless relower=True (the measurements:
 # docs/cost-model.md, "A result that no creditable rewrite shaped")
-UNCREDITED = ("no rewrite changed it, only identities and the re-lowering of its definition, whose "
-              "predicted gain the cost model cannot yet be trusted with")
+UNCREDITED = (
+    "no rewrite changed it, only identities and the re-lowering of its definition, whose "
+    "predicted gain the cost model cannot yet be trusted with"
+)
 
 
 def saving(before, after) -> float:
@@ -30,8 +33,9 @@ def saving(before, after) -> float:
     return 1 - after.time_us / before.time_us if before.time_us > 0 else 0.0
 
 
-def lower_candidate(run: Run, a: Analysis, pick: Pick, choice: Choice,
-                    margin: float | None) -> tuple[Fusion | None, str, list[str]]:
+def lower_candidate(
+    run: Run, a: Analysis, pick: Pick, choice: Choice, margin: float | None
+) -> tuple[Fusion | None, str, list[str]]:
     """The candidate ``choice`` lowered and the rules credited with it; or None, and a note
     where the deadline cut lowering (where it was rejected, a record in ``pick.rejected``: no
     creditable rewrite shaped it and not ``relower``, or it did not lower)."""
@@ -64,8 +68,9 @@ def credited_rules(pick, roots, original, fired) -> list[str]:
         if node is None or node.op != shape[0]:
             return False
         kid_shapes = shape[1:]
-        return (len(kid_shapes) == len(node.kids)
-                and all(matches(k, ks) for k, ks in zip(node.kids, kid_shapes)))
+        return len(kid_shapes) == len(node.kids) and all(
+            matches(k, ks) for k, ks in zip(node.kids, kid_shapes)
+        )
 
     out = []
     for name in fired:
@@ -95,8 +100,11 @@ def lower_choice(fusion: Fusion, a: Analysis, pick, recomputed=()) -> Fusion:
     for x, y in zip(fusion.outputs, lowered.outputs, strict=True):
         tx, ty = fusion.types[x.value], lowered.types[y.value]
         if isinstance(tx, TensorType) and tx.known:
-            same = (ty.dtype is tx.dtype and ty.rank == tx.rank
-                    and [d.broadcast for d in ty.dims] == [d.broadcast for d in tx.dims])
+            same = (
+                ty.dtype is tx.dtype
+                and ty.rank == tx.rank
+                and [d.broadcast for d in ty.dims] == [d.broadcast for d in tx.dims]
+            )
             if not same:
                 raise FusionError(f"output %{x.value} would change type")
     return lowered

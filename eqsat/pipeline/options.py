@@ -1,6 +1,7 @@
 """``Options``: what one optimization is asked to do, validated once, when made.
 ``optimize_fusion`` makes one from its keywords, the command line from its flags;
 ``optimize_pair`` and the Thunder transform take one."""
+
 from __future__ import annotations
 
 import numbers
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from eqsat.egraph.saturate import Limits
     from eqsat.verification.runner import Runner
 
-VERIFY = (None, "gpu")      # Options.verify
+VERIFY = (None, "gpu")  # Options.verify
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,22 +65,26 @@ class Options:
     def __post_init__(self):
         _check_seconds("deadline_s", self.deadline_s)
         if self.min_gain is not None and not _real(self.min_gain, lambda g: 0 <= g < 1):
-            raise ValueError(f"min_gain must be a fraction >= 0 and < 1 (the least predicted saving kept), "
-                             f"or None (the cost model's measured error); got {self.min_gain!r}")
+            raise ValueError(
+                f"min_gain must be a fraction >= 0 and < 1 (the least predicted saving kept), "
+                f"or None (the cost model's measured error); got {self.min_gain!r}"
+            )
         budget = self.search_budget
         if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0:
             raise ValueError(f"search_budget must be a whole number of nodes >= 0, got {budget!r}")
         _check_seconds("search_seconds", self.search_seconds)
         if self.verify not in VERIFY:
-            raise ValueError(f"verify must be None or 'gpu', got {self.verify!r} (None: the cost model "
-                             f"decides, or 'gpu': the GPU times each candidate)")
+            raise ValueError(
+                f"verify must be None or 'gpu', got {self.verify!r} (None: the cost model "
+                f"decides, or 'gpu': the GPU times each candidate)"
+            )
         if self.rules is not None and not isinstance(self.rules, str):
             object.__setattr__(self, "rules", tuple(self.rules))
 
     @cached_property
     def loaded_profile(self) -> Profile:
         """``profile`` loaded (once per Options)."""
-        from eqsat.cost.profile import load_profile     # deferred: the options import nothing heavy
+        from eqsat.cost.profile import load_profile  # deferred: the options import nothing heavy
 
         return load_profile(self.profile)
 

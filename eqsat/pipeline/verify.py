@@ -1,5 +1,6 @@
 """Under verify="gpu": the best few candidates lowered, and the GPU at hand decides between them
 and the input (``eqsat.verification.verify``: outputs checked, steady-state times, a cache)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,17 +62,31 @@ def decide(run: Run, pick: Pick) -> Verification | None:
         return None
     if not pick.lowered:
         if pick.estimated:
-            run.notes.append("verify='gpu': no candidate was predicted cheaper than the input, or dearer by "
-                             f"less than {VERIFY_WINDOW:.0%}; nothing to time")
+            run.notes.append(
+                "verify='gpu': no candidate was predicted cheaper than the input, or dearer by "
+                f"less than {VERIFY_WINDOW:.0%}; nothing to time"
+            )
         return None
-    v = verify_on_gpu(run.fusion, [c.fusion for c in pick.lowered],
-                      [pick.before.time_us] + [c.estimate.time_us for c in pick.lowered], run.inputs,
-                      run.options.runner, VerificationCache(run.options.cache_dir))
+    v = verify_on_gpu(
+        run.fusion,
+        [c.fusion for c in pick.lowered],
+        [pick.before.time_us] + [c.estimate.time_us for c in pick.lowered],
+        run.inputs,
+        run.options.runner,
+        VerificationCache(run.options.cache_dir),
+    )
     run.phases["verify"] = v.seconds
     for c, m in zip(pick.lowered, v.measurements[1:], strict=True):
         if m.problem is not None:
-            pick.rejected.append(Rejection(c.estimate.time_us, saving(pick.before, c.estimate), None,
-                                           f"on the GPU: {m.problem}", m.measured_us))
+            pick.rejected.append(
+                Rejection(
+                    c.estimate.time_us,
+                    saving(pick.before, c.estimate),
+                    None,
+                    f"on the GPU: {m.problem}",
+                    m.measured_us,
+                )
+            )
     if v.kept < 0:
         pick.keep_input(run.fusion)
     else:

@@ -4,6 +4,7 @@ and reductions, as nvFuser computes them: each op's torch function (torch's of i
 (bf16/fp16 arithmetic in fp32), integer division that never traps (:data:`INT_BY_ZERO`), PTX's
 shift amounts, casts that saturate to FP8 (:func:`cast_tensor`), and reductions that accumulate in
 nvFuser's accumulation dtype."""
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,10 @@ def row_major_copy(x: torch.Tensor) -> torch.Tensor:
 
 # the ops whose torch function is not torch's of their name (the others': ``_torch_function``)
 _TORCH_UNARY = {
-    "erfcinv": lambda x: torch.erfinv(1 - x), "silu": F.silu,
-    "set": row_major_copy, "segment_set": row_major_copy,
+    "erfcinv": lambda x: torch.erfinv(1 - x),
+    "silu": F.silu,
+    "set": row_major_copy,
+    "segment_set": row_major_copy,
     "real": lambda x: torch.real(x) if x.is_complex() else row_major_copy(x),
 }
 _TORCH_BINARY = {"truediv": torch.true_divide}
@@ -38,9 +41,18 @@ def _torch_function(table: dict, name: str):
     return table.get(name) or getattr(torch, name)
 
 
-PY_TYPE = {DataType.Double: float, DataType.Float: float, DataType.Half: float,
-            DataType.BFloat16: float, DataType.Int: int, DataType.Int32: int, DataType.Index: int,
-            DataType.Bool: bool, DataType.ComplexFloat: complex, DataType.ComplexDouble: complex}
+PY_TYPE = {
+    DataType.Double: float,
+    DataType.Float: float,
+    DataType.Half: float,
+    DataType.BFloat16: float,
+    DataType.Int: int,
+    DataType.Int32: int,
+    DataType.Index: int,
+    DataType.Bool: bool,
+    DataType.ComplexFloat: complex,
+    DataType.ComplexDouble: complex,
+}
 
 
 def is_int(x) -> bool:
@@ -58,8 +70,11 @@ _NOT_ARITHMETIC = frozenset(op for op, spec in OPS.items() if spec.result in ("l
 
 def _upcast_half(t: torch.Tensor) -> torch.Tensor:
     """nvFuser does bf16/fp16 arithmetic in (and returns) fp32."""
-    return t.float() if t.dtype in (torch.bfloat16, torch.float16) or t.dtype.itemsize == 1 and \
-        t.dtype.is_floating_point else t
+    return (
+        t.float()
+        if t.dtype in (torch.bfloat16, torch.float16) or t.dtype.itemsize == 1 and t.dtype.is_floating_point
+        else t
+    )
 
 
 def _arithmetic_operands(a, b):
@@ -103,16 +118,24 @@ def _lift(x, like: torch.Tensor, dtype: torch.dtype):
 # 2**32, else -1; x % 0 gave -1 (Int32) or the same as x / 0 (Int) alone (torch's CUDA fmod),
 # but x itself in a kernel that also divided: the value depends on the code around it.
 INT_BY_ZERO = {"div": None, "fmod": None, "remainder": None}
-_INT_DIVISION = {"div": partial(torch.div, rounding_mode="trunc"), "fmod": torch.fmod,
-                 "remainder": torch.remainder}
+_INT_DIVISION = {
+    "div": partial(torch.div, rounding_mode="trunc"),
+    "fmod": torch.fmod,
+    "remainder": torch.remainder,
+}
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _by_zero(name: str, host: bool = False) -> FusionError:
-    where = ("nvFuser evaluates scalar arithmetic on the host, which refuses it" if host else
-             "nvFuser gives whatever the GPU's integer division gives there (PTX leaves it unspecified)")
-    return FusionError(f"integer {name} by zero: {where}; a nonzero divisor was expected (or divide in "
-                       f"floating point: truediv)")
+    where = (
+        "nvFuser evaluates scalar arithmetic on the host, which refuses it"
+        if host
+        else "nvFuser gives whatever the GPU's integer division gives there (PTX leaves it unspecified)"
+    )
+    return FusionError(
+        f"integer {name} by zero: {where}; a nonzero divisor was expected (or divide in "
+        f"floating point: truediv)"
+    )
 
 
 def _int_division(name: str, a, b):
@@ -128,7 +151,7 @@ def _int_division(name: str, a, b):
     if bool(zero.any()) and INT_BY_ZERO[name] is None:
         raise _by_zero(name)
     bad = zero
-    if dtype.is_signed:                       # INT_MIN / -1: by 1 instead gives INT_MIN, and 0
+    if dtype.is_signed:  # INT_MIN / -1: by 1 instead gives INT_MIN, and 0
         bad = bad | ((a == torch.iinfo(dtype).min) & (b == -1))
     out = fn(a, torch.where(bad, torch.ones_like(b), b))
     if INT_BY_ZERO[name] is not None and bool(zero.any()):
@@ -145,13 +168,15 @@ def _scalar_int_division(name: str, a: int, b: int) -> int:
     q = q if (a < 0) == (b < 0) else -q
     if name == "div":
         if q > _INT64_MAX:
-            raise FusionError("INT64_MIN / -1 overflows Int: nvFuser evaluates scalar arithmetic in "
-                              "C++ on the host, where it is undefined (x86 traps); a quotient within "
-                              "Int was expected")
+            raise FusionError(
+                "INT64_MIN / -1 overflows Int: nvFuser evaluates scalar arithmetic in "
+                "C++ on the host, where it is undefined (x86 traps); a quotient within "
+                "Int was expected"
+            )
         return q
-    r = a - q * b                              # C's %: the sign of the dividend
+    r = a - q * b  # C's %: the sign of the dividend
     if name == "remainder" and r != 0 and (r < 0) != (b < 0):
-        r += b                                 # runtime/helpers.cu remainder
+        r += b  # runtime/helpers.cu remainder
     return r
 
 
@@ -162,7 +187,7 @@ def _int_pow(a, b):
     if not _tensors(a, b):
         if b < 0:
             return 1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0
-        r = pow(a, b, 1 << 64)                 # the product mod 2**64: what wrapping gives
+        r = pow(a, b, 1 << 64)  # the product mod 2**64: what wrapping gives
         return r - (1 << 64) if r > _INT64_MAX else r
     ts = _tensors(a, b)
     dtype = torch.result_type(a, b)
@@ -172,8 +197,9 @@ def _int_pow(a, b):
     negative = b < 0
     out = torch.pow(a, torch.where(negative, torch.zeros_like(b), b))
     one, minus = torch.ones_like(out), -torch.ones_like(out)
-    edge = torch.where(a == 1, one, torch.where(a == -1, torch.where(b % 2 != 0, minus, one),
-                                                torch.zeros_like(out)))
+    edge = torch.where(
+        a == 1, one, torch.where(a == -1, torch.where(b % 2 != 0, minus, one), torch.zeros_like(out))
+    )
     return torch.where(negative, edge, out)
 
 
@@ -182,8 +208,12 @@ def _shift_amount(a, b):
     prints `<<` and `>>`) take a 32-bit amount, so an Int amount counts by its low 32 bits, as
     an unsigned number; any amount of the width or more then shifts everything out (0, or the
     sign for a right shift), as torch's shifts give. An H100 gave 1 << 2**32 == 1."""
-    wide = (isinstance(b, int) and not isinstance(b, bool)
-            or isinstance(b, torch.Tensor) and b.dtype == torch.int64)
+    wide = (
+        isinstance(b, int)
+        and not isinstance(b, bool)
+        or isinstance(b, torch.Tensor)
+        and b.dtype == torch.int64
+    )
     if not wide or torch.result_type(a, b) not in (torch.int64, torch.uint64):
         return b
     return b & 0xFFFFFFFF
@@ -243,14 +273,29 @@ class ArithmeticOps:
             arg2 = _shift_amount(arg1, arg2)
         fn = _torch_function(_TORCH_BINARY, name)
         if name == "div":
-            fn = (lambda a, b: torch.div(a, b, rounding_mode="trunc")) if is_int(arg1) and is_int(arg2) \
+            fn = (
+                (lambda a, b: torch.div(a, b, rounding_mode="trunc"))
+                if is_int(arg1) and is_int(arg2)
                 else torch.true_divide
+            )
         ts = _tensors(arg1, arg2)
         if not ts:
             return _scalar_result(fn, arg1, arg2)
-        if len(ts) == 1 and name in ("maximum", "minimum", "atan2", "nextafter", "logical_and",
-                                     "logical_or", "bitwise_left_shift", "bitwise_right_shift") \
-                or not isinstance(arg1, torch.Tensor):
+        if (
+            len(ts) == 1
+            and name
+            in (
+                "maximum",
+                "minimum",
+                "atan2",
+                "nextafter",
+                "logical_and",
+                "logical_or",
+                "bitwise_left_shift",
+                "bitwise_right_shift",
+            )
+            or not isinstance(arg1, torch.Tensor)
+        ):
             out_dtype = torch.result_type(arg1, arg2)
             arg1, arg2 = _lift(arg1, ts[0], out_dtype), _lift(arg2, ts[0], out_dtype)
         return fn(arg1, arg2)
@@ -259,9 +304,13 @@ class ArithmeticOps:
         ts = _tensors(pred, arg1, arg2)
         if not ts:
             return arg1 if pred else arg2
-        dtype = torch.result_type(arg1, arg2) if _tensors(arg1, arg2) else \
-            torch.tensor([arg1, arg2]).dtype if not isinstance(arg1, float) and not isinstance(arg2, float) \
+        dtype = (
+            torch.result_type(arg1, arg2)
+            if _tensors(arg1, arg2)
+            else torch.tensor([arg1, arg2]).dtype
+            if not isinstance(arg1, float) and not isinstance(arg2, float)
             else torch.get_default_dtype()
+        )
         pred = _lift(pred, ts[0], torch.bool)
         return torch.where(pred, _lift(arg1, ts[0], dtype), _lift(arg2, ts[0], dtype))
 
@@ -327,11 +376,11 @@ class ArithmeticOps:
     def _cat_var_mean(self, name, arg, dims, correction, keepdim):
         x, out = self._as_float(arg)
         dims = sorted_dims(dims, x.dim())
-        if not dims:        # over no dims: one element each (torch would reduce them all)
+        if not dims:  # over no dims: one element each (torch would reduce them all)
             x, dims, keepdim = x.unsqueeze(-1), [x.dim()], False
         # nvFuser divides by max(0, |R| - c), as torch does (csrc/ops/normalization.cpp variance:
         # the denominator clamped at 0, then its reciprocal): where |R| <= c, inf or NaN
-        with warnings.catch_warnings():     # torch warns where |R| <= correction
+        with warnings.catch_warnings():  # torch warns where |R| <= correction
             warnings.simplefilter("ignore")
             var, mean = torch.var_mean(x, dim=dims, correction=correction, keepdim=keepdim)
         return var.to(out), mean.to(out)

@@ -11,6 +11,7 @@ except the views nvFuser makes views (reshape, permute, broadcast...).
 
     run_fusion(fusion, inputs)             # outputs, as nvFuser's fd.execute returns them
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -30,9 +31,17 @@ from eqsat.ir.replay import replay
 
 from . import philox
 from .inputs import check_count, check_tensor_input
+
 # INT_BY_ZERO and cast_tensor: the package reads them from here too
-from .torch_arithmetic import (FP8_MAX, INT_BY_ZERO, PY_TYPE, ArithmeticOps, cast_tensor, row_major_copy,
-                               sorted_dims)
+from .torch_arithmetic import (
+    FP8_MAX,
+    INT_BY_ZERO,
+    PY_TYPE,
+    ArithmeticOps,
+    cast_tensor,
+    row_major_copy,
+    sorted_dims,
+)
 
 
 # -- outputs that share memory with an operand ----------------------------------------------------
@@ -41,8 +50,20 @@ from .torch_arithmetic import (FP8_MAX, INT_BY_ZERO, PY_TYPE, ArithmeticOps, cas
 # output of them an alias of the fusion input). Every other op computes a new tensor, where torch
 # may give back its operand or a view of it: a cast to its own dtype, a reduction over no dims,
 # real/imag of a complex tensor.
-_VIEW_CATEGORIES = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute", "reshape",
-                              "slice", "stride_order", "size", "shape"})
+_VIEW_CATEGORIES = frozenset(
+    {
+        "broadcast",
+        "broadcast_in_dim",
+        "expand",
+        "squeeze",
+        "permute",
+        "reshape",
+        "slice",
+        "stride_order",
+        "size",
+        "shape",
+    }
+)
 
 
 def _storage(t: torch.Tensor) -> int:
@@ -60,7 +81,7 @@ def _unshared(result, operands: list):
         return result
     zero = [d for d in range(result.dim()) if result.stride(d) == 0 and result.shape[d] > 1]
     if not zero:
-        return result.clone()              # dense strides kept; others made row-major
+        return result.clone()  # dense strides kept; others made row-major
     base = result[tuple(slice(0, 1) if d in zero else slice(None) for d in range(result.dim()))]
     return base.clone().expand(result.shape)
 
@@ -105,20 +126,23 @@ class TorchOps(ArithmeticOps):
             raise AttributeError(name)
         spec = OPS.get(name)
         if spec is None:
-            raise FusionError(f"op {name!r} is not modelled by eqsat and has no torch implementation",
-                              op=f"fd.ops.{name}")
+            raise FusionError(
+                f"op {name!r} is not modelled by eqsat and has no torch implementation", op=f"fd.ops.{name}"
+            )
 
         def op(*args, **kwargs):
             bound = bind_call(spec, args, kwargs)
             impl = getattr(self, f"_op_{name}", None) or getattr(self, f"_cat_{spec.category}")
-            if spec.category in _FP8_IN_FLOAT and any(isinstance(v, torch.Tensor) and v.dtype in _FP8
-                                                      for v in bound.values()):
+            if spec.category in _FP8_IN_FLOAT and any(
+                isinstance(v, torch.Tensor) and v.dtype in _FP8 for v in bound.values()
+            ):
                 result = self._over_fp8(name, impl, bound)
             else:
                 result = impl(name, **bound)
             if spec.category in _VIEW_CATEGORIES:
                 return result
             return _unshared(result, _operand_tensors(bound))
+
         return op
 
     @staticmethod
@@ -130,8 +154,11 @@ class TorchOps(ArithmeticOps):
         tells; a Half result means the FP8 type where that is the only one among the operands."""
         result = impl(name, **{k: _fp8_as_float(v) for k, v in bound.items()})
         out = impl(name, **{k: _fp8_stand_in(v) for k, v in bound.items()}).dtype
-        reduced = {v.dtype for v in bound.values()
-                   if isinstance(v, torch.Tensor) and (v.dtype in _FP8 or v.dtype == _FP8_STAND_IN)}
+        reduced = {
+            v.dtype
+            for v in bound.values()
+            if isinstance(v, torch.Tensor) and (v.dtype in _FP8 or v.dtype == _FP8_STAND_IN)
+        }
         if out == _FP8_STAND_IN and len(reduced) == 1:
             out = reduced.pop()
         return cast_tensor(result, out)
@@ -156,8 +183,8 @@ class TorchOps(ArithmeticOps):
 
     def _cat_squeeze(self, name, arg, dims, squeeze_expanded):
         for d in reversed(sorted_dims(dims, arg.dim())):
-            if arg.shape[d] == 0:         # constant along an empty axis: any value will do
-                arg = arg.new_zeros(arg.shape[:d] + arg.shape[d + 1:])
+            if arg.shape[d] == 0:  # constant along an empty axis: any value will do
+                arg = arg.new_zeros(arg.shape[:d] + arg.shape[d + 1 :])
             else:
                 arg = arg.squeeze(d) if arg.shape[d] == 1 else arg.select(d, 0)
         return arg
@@ -169,7 +196,7 @@ class TorchOps(ArithmeticOps):
         return arg.reshape([int(s) for s in new_shape])
 
     def _cat_stride_order(self, name, arg, stride_order):
-        if not stride_order:                 # a plain copy, row-major
+        if not stride_order:  # a plain copy, row-major
             return row_major_copy(arg)
         return with_stride_order(arg, stride_order)
 
@@ -197,8 +224,11 @@ class TorchOps(ArithmeticOps):
         dtype = dt.to_torch(dt.coerce(dtype))
         start = 0 if start is None else start
         step = 1 if step is None else step
-        steps = torch.arange(int(length), device=self._device(),
-                             dtype=torch.float64 if dtype.is_floating_point else torch.int64)
+        steps = torch.arange(
+            int(length),
+            device=self._device(),
+            dtype=torch.float64 if dtype.is_floating_point else torch.int64,
+        )
         return cast_tensor(steps * step + start, dtype)
 
     def _cat_random(self, name, arg1, arg2, shape, rng_seed, rng_offset, dtype):
@@ -237,9 +267,9 @@ class TorchOps(ArithmeticOps):
         return torch.gather(arg, dim, index)
 
     def _cat_index_select(self, name, arg, index, dim):
-        if index.dim() == 0:                 # one entry: the output keeps an extent-1 dim
+        if index.dim() == 0:  # one entry: the output keeps an extent-1 dim
             return torch.index_select(arg, dim, index.reshape(1))
-        return torch.index_select(arg, dim, index.reshape(-1))    # other dims have extent 1
+        return torch.index_select(arg, dim, index.reshape(-1))  # other dims have extent 1
 
     def _cat_linear(self, name, arg1, arg2, bias):
         return F.linear(arg1, arg2, bias)
@@ -273,14 +303,20 @@ class TorchOps(ArithmeticOps):
             return torch.scatter(arg, dim, index.long(), cast_tensor(src, arg.dtype))
         return torch.scatter(arg, dim, index.long(), src)
 
-    def _cat_embedding(self, name, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
-                       sparse):
+    def _cat_embedding(
+        self, name, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
+    ):
         """F.embedding, as nvFuser runs it; with ``max_norm`` on a copy of the weight (torch
         renormalizes the rows it reads in place)."""
-        return F.embedding(input.long(), weight if max_norm is None else weight.clone(),
-                           None if padding_idx is None else int(padding_idx), max_norm,
-                           2.0 if norm_type is None else float(norm_type), bool(scale_grad_by_freq),
-                           bool(sparse))
+        return F.embedding(
+            input.long(),
+            weight if max_norm is None else weight.clone(),
+            None if padding_idx is None else int(padding_idx),
+            max_norm,
+            2.0 if norm_type is None else float(norm_type),
+            bool(scale_grad_by_freq),
+            bool(sparse),
+        )
 
     def _cat_grouped_mm(self, name, arg1, arg2, offsets):
         """Each group's matmul in float (the GPU's accumulation), cast to the first operand's
@@ -337,8 +373,7 @@ class TorchDefinition:
 
     def _take(self, what: str):
         if self._next >= len(self.inputs):
-            raise FusionError(f"the definition takes more than the {len(self.inputs)} inputs given",
-                              op=what)
+            raise FusionError(f"the definition takes more than the {len(self.inputs)} inputs given", op=what)
         value = self.inputs[self._next]
         self._next += 1
         return self._next - 1, value
@@ -354,8 +389,10 @@ class TorchDefinition:
             if isinstance(value, torch.Tensor) and value.numel() == 1:
                 value = value.item()
             if not isinstance(value, (bool, int, float, complex)):
-                raise FusionError(f"input {index} must be a python number for a scalar input, got "
-                                  f"{type(value).__name__}", op="fd.define_scalar")
+                raise FusionError(
+                    f"input {index} must be a python number for a scalar input, got {type(value).__name__}",
+                    op="fd.define_scalar",
+                )
         dtype = dt.coerce(dtype) if dtype is not None else None
         return PY_TYPE.get(dtype, lambda v: v)(value) if dtype else value
 
@@ -365,8 +402,11 @@ class TorchDefinition:
     def add_output(self, value, alias_input=None, stride_order=None):
         if alias_input is not None:
             if tuple(value.shape) != tuple(alias_input.shape):
-                raise FusionError(f"an output of shape {list(value.shape)} cannot be written into its "
-                                  f"alias_input of shape {list(alias_input.shape)}", op="fd.add_output")
+                raise FusionError(
+                    f"an output of shape {list(value.shape)} cannot be written into its "
+                    f"alias_input of shape {list(alias_input.shape)}",
+                    op="fd.add_output",
+                )
             alias_input.copy_(value)
             return
         if stride_order is not None:
@@ -374,8 +414,15 @@ class TorchDefinition:
         self.outputs.append(value)
 
 
-def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int | None = None,
-               generator: torch.Generator | None = None, strict: bool = False) -> list:
+def run_fusion(
+    fusion: Fusion,
+    inputs: Sequence[Any],
+    *,
+    device=None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    strict: bool = False,
+) -> list:
     """Execute ``fusion`` eagerly on ``inputs``; returns the (non-aliased) outputs.
 
     ``seed`` seeds the random ops (uniform, normal without rng_seed) so that two runs agree.
@@ -393,7 +440,7 @@ def run_fusion(fusion: Fusion, inputs: Sequence[Any], *, device=None, seed: int 
     check_count(fusion, inputs)
     fd = TorchDefinition(inputs, device=device, generator=generator)
     on_node = TypeCheck(fusion) if strict else partial(_conform, fusion.types)
-    replay(fusion, fd, on_node=on_node)     # errors name the node's line and op
+    replay(fusion, fd, on_node=on_node)  # errors name the node's line and op
     return fd.outputs
 
 
@@ -456,6 +503,8 @@ class TypeCheck:
         for j, (d, n) in enumerate(zip(t.dims, r.shape, strict=True)):
             expected = self.extents.setdefault(d.label, int(n))
             if int(n) != expected:
-                return (f"dim {j} has extent {int(n)} (shape {list(r.shape)}), the IR's axis "
-                        f"{d!r} has extent {expected}")
+                return (
+                    f"dim {j} has extent {int(n)} (shape {list(r.shape)}), the IR's axis "
+                    f"{d!r} has extent {expected}"
+                )
         return None

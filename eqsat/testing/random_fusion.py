@@ -37,6 +37,7 @@ or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failu
     def test(data):
         case = random_fusion(HypothesisChooser(data))
 """
+
 from __future__ import annotations
 
 import math
@@ -51,21 +52,32 @@ from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.ir.fusion import Fusion
 from eqsat.lowering.source import fusion_source
 
-FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)     # of the inputs, and casts
-MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)       # with ``mixed``
-INT_SCALARS = [1, -1, 2, 46341]             # with ``mixed``: Int constants (46341**2 > INT32_MAX)
+FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)  # of the inputs, and casts
+MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)  # with ``mixed``
+INT_SCALARS = [1, -1, 2, 46341]  # with ``mixed``: Int constants (46341**2 > INT32_MAX)
 D = DataType.Double
-STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
-         "normalization", "boundary", "factored_sum", "normalized_amax"]
-SPECIAL_STEPS = ["shifted_extremum"]       # the max/min rules' pattern, where inf meets -inf
-DRAW_STEPS = ["dropout"]                    # random draws (``draws=True``: other seeds' fusions stay as they were)
+STEPS = [
+    "unary",
+    "binary",
+    "binary",
+    "scalar",
+    "cast",
+    "reduction",
+    "reduction",
+    "normalization",
+    "boundary",
+    "factored_sum",
+    "normalized_amax",
+]
+SPECIAL_STEPS = ["shifted_extremum"]  # the max/min rules' pattern, where inf meets -inf
+DRAW_STEPS = ["dropout"]  # random draws (``draws=True``: other seeds' fusions stay as they were)
 SCALARS = [0.5, 2.0, -1.5, 3.0, 1e-3]
 # Double constants: a huge one overflows a Float product, a tiny one underflows it
 SPECIAL_SCALARS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, 1e-300]
 
 
 class Chooser:
-    def int(self, lo: int, hi: int) -> int:      # inclusive
+    def int(self, lo: int, hi: int) -> int:  # inclusive
         raise NotImplementedError
 
     def pick(self, options: Sequence[Any]) -> Any:
@@ -103,7 +115,7 @@ class HypothesisChooser(Chooser):
 @dataclass
 class Value:
     ref: Any
-    dims: tuple            # axis ids, or None for a broadcast (keepdim) dim of extent 1
+    dims: tuple  # axis ids, or None for a broadcast (keepdim) dim of extent 1
 
 
 @dataclass
@@ -115,21 +127,27 @@ class RandomCase:
     fusion: Fusion
     inputs: list
     planning_inputs: list
-    reduction_size: int              # the most elements any one reduction combines (small inputs)
+    reduction_size: int  # the most elements any one reduction combines (small inputs)
     ops: list[str] = field(default_factory=list)
-    special: bool = False            # special values drawn into the inputs and constants
-    edges: bool = False              # run-time extents 0 and 1 drawn too
-    mixed: bool = False              # integer and bool inputs, constants and casts
+    special: bool = False  # special values drawn into the inputs and constants
+    edges: bool = False  # run-time extents 0 and 1 drawn too
+    mixed: bool = False  # integer and bool inputs, constants and casts
 
-    def __repr__(self) -> str:        # hypothesis prints this for a failing example
+    def __repr__(self) -> str:  # hypothesis prints this for a failing example
         return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
 
 
 class _Builder:
-    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int], special: bool = False,
-                 mixed: bool = False):
+    def __init__(
+        self,
+        ch: Chooser,
+        fd: FusionDefinition,
+        extents: list[int],
+        special: bool = False,
+        mixed: bool = False,
+    ):
         self.ch, self.fd, self.extents, self.special, self.mixed = ch, fd, extents, special, mixed
-        self.sizes: dict[int, Any] = {}        # axis -> a symbolic size of it (fd.ops.size)
+        self.sizes: dict[int, Any] = {}  # axis -> a symbolic size of it (fd.ops.size)
         self.values: list[Value] = []
         self.reduction_size = 1
         self.ops: list[str] = []
@@ -148,8 +166,9 @@ class _Builder:
         v = self.plain(v)
         if v.dims == axes:
             return v.ref
-        return self.fd.ops.broadcast_in_dim(v.ref, shape=[self.sizes[a] for a in axes],
-                                            broadcast_dims=[axes.index(d) for d in v.dims])
+        return self.fd.ops.broadcast_in_dim(
+            v.ref, shape=[self.sizes[a] for a in axes], broadcast_dims=[axes.index(d) for d in v.dims]
+        )
 
     def arith(self, v: Value) -> Value:
         """``v`` cast to Int32 where it is Bool: torch negates, subtracts, takes abs, relu and
@@ -190,17 +209,38 @@ class _Builder:
     # -- steps -------------------------------------------------------------------------------
     def unary(self, v: Value):
         ops = self.fd.ops
-        kind = self.ch.pick(["neg", "abs", "tanh", "sigmoid", "relu", "exp_tanh", "sqrt_abs",
-                             "recip_1p_abs", "rsqrt_1p_abs", "log_1p_abs", "erf", "square"])
+        kind = self.ch.pick(
+            [
+                "neg",
+                "abs",
+                "tanh",
+                "sigmoid",
+                "relu",
+                "exp_tanh",
+                "sqrt_abs",
+                "recip_1p_abs",
+                "rsqrt_1p_abs",
+                "log_1p_abs",
+                "erf",
+                "square",
+            ]
+        )
         x = self.arith(v).ref
         one = self.fd.define_scalar(1.0, dtype=D)
-        out = {"neg": lambda: ops.neg(x), "abs": lambda: ops.abs(x), "tanh": lambda: ops.tanh(x),
-               "sigmoid": lambda: ops.sigmoid(x), "relu": lambda: ops.relu(x),
-               "exp_tanh": lambda: ops.exp(ops.tanh(x)), "sqrt_abs": lambda: ops.sqrt(ops.abs(x)),
-               "recip_1p_abs": lambda: ops.reciprocal(ops.add(ops.abs(x), one)),
-               "rsqrt_1p_abs": lambda: ops.rsqrt(ops.add(one, ops.abs(x))),
-               "log_1p_abs": lambda: ops.log(ops.add(ops.abs(x), one)),
-               "erf": lambda: ops.erf(x), "square": lambda: ops.pow(x, self.fd.define_scalar(2.0, dtype=D))}[kind]()
+        out = {
+            "neg": lambda: ops.neg(x),
+            "abs": lambda: ops.abs(x),
+            "tanh": lambda: ops.tanh(x),
+            "sigmoid": lambda: ops.sigmoid(x),
+            "relu": lambda: ops.relu(x),
+            "exp_tanh": lambda: ops.exp(ops.tanh(x)),
+            "sqrt_abs": lambda: ops.sqrt(ops.abs(x)),
+            "recip_1p_abs": lambda: ops.reciprocal(ops.add(ops.abs(x), one)),
+            "rsqrt_1p_abs": lambda: ops.rsqrt(ops.add(one, ops.abs(x))),
+            "log_1p_abs": lambda: ops.log(ops.add(ops.abs(x), one)),
+            "erf": lambda: ops.erf(x),
+            "square": lambda: ops.pow(x, self.fd.define_scalar(2.0, dtype=D)),
+        }[kind]()
         self.add(out, v.dims, kind)
 
     def binary(self, a: Value, b: Value):
@@ -212,7 +252,7 @@ class _Builder:
         if kind in ("sub", "div_1p_abs", "div_int"):
             a, b = self.arith(a), self.arith(b)
         x, y = self.to_axes(a, axes), self.to_axes(b, axes)
-        if kind == "div_int":           # truncating where both are integers; never by 0 or -1
+        if kind == "div_int":  # truncating where both are integers; never by 0 or -1
             out = ops.div(x, ops.maximum(ops.abs(y), self.fd.define_scalar(1, dtype=DataType.Int)))
         elif kind == "div_1p_abs":
             out = ops.div(x, ops.add(ops.abs(y), self.fd.define_scalar(1.0, dtype=D)))
@@ -267,8 +307,11 @@ class _Builder:
             out = ops.var(v.ref, dims=dims, correction=self.ch.int(0, 1), keepdim=keepdim)
         else:
             out = getattr(ops, kind)(v.ref, dims=dims, keepdim=keepdim)
-        kept = tuple(None if d in reduced else d for d in v.dims) if keepdim else \
-            tuple(d for d in v.dims if d not in reduced)
+        kept = (
+            tuple(None if d in reduced else d for d in v.dims)
+            if keepdim
+            else tuple(d for d in v.dims if d not in reduced)
+        )
         self.add(out, kept, f"{kind}{'_keepdim' if keepdim else ''}")
 
     def normalization(self, v: Value):
@@ -287,8 +330,10 @@ class _Builder:
         else:
             var, mean = ops.var_mean(v.ref, dims=dims, correction=0)
             rstd = ops.rsqrt(ops.add(var, self.fd.define_scalar(1e-5, dtype=D)))
-            y = ops.mul(ops.sub(v.ref, self.to_axes(Value(mean, rest), v.dims)),
-                        self.to_axes(Value(rstd, rest), v.dims))
+            y = ops.mul(
+                ops.sub(v.ref, self.to_axes(Value(mean, rest), v.dims)),
+                self.to_axes(Value(rstd, rest), v.dims),
+            )
             self.add(y, v.dims, "layer_norm")
 
     def factored_sum(self, v: Value, w: Value):
@@ -311,7 +356,11 @@ class _Builder:
             return self.unary(v)
         reduced, _ = self.reduce_over(v, v.dims)
         gone = [i for i, d in enumerate(w.dims) if d in reduced]
-        b = Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced)) if gone else w
+        b = (
+            Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced))
+            if gone
+            else w
+        )
         axes = tuple(sorted(set(v.dims) | set(b.dims)))
         kind, extremum = self.ch.pick(["add", "sub", "mul_exp"]), self.ch.pick(["max", "min"])
         if kind == "sub":
@@ -334,9 +383,14 @@ class _Builder:
         ``v * mask / 0.9`` (the placement rule's pattern)."""
         v = self.upcast(self.plain(v))
         ops, Int = self.fd.ops, DataType.Int
-        u = ops.uniform(self.fd.define_scalar(0.0, dtype=D), self.fd.define_scalar(1.0, dtype=D),
-                        [self.sizes[d] for d in v.dims], rng_seed=self.fd.define_scalar(self.ch.int(0, 99), dtype=Int),
-                        rng_offset=self.fd.define_scalar(4 * self.ch.int(0, 9), dtype=Int), dtype=DataType.Float)
+        u = ops.uniform(
+            self.fd.define_scalar(0.0, dtype=D),
+            self.fd.define_scalar(1.0, dtype=D),
+            [self.sizes[d] for d in v.dims],
+            rng_seed=self.fd.define_scalar(self.ch.int(0, 99), dtype=Int),
+            rng_offset=self.fd.define_scalar(4 * self.ch.int(0, 9), dtype=Int),
+            dtype=DataType.Float,
+        )
         keep = ops.cast(ops.lt(u, self.fd.define_scalar(0.9, dtype=D)), dtype=DataType.Float)
         self.add(ops.mul(ops.mul(v.ref, keep), self.fd.define_scalar(1 / 0.9, dtype=D)), v.dims, "dropout")
 
@@ -345,7 +399,7 @@ class _Builder:
         cummax) along one of the value's axes."""
         kind = self.ch.int(0, 2) if v.dims else 1
         if kind == 2 and (v.ref.dtype is DataType.Bool or None in v.dims):
-            kind = 1    # a scan of bools has no torch counterpart of its dtype; keepdim dims: none
+            kind = 1  # a scan of bools has no torch counterpart of its dtype; keepdim dims: none
         if kind == 0:
             v = self.plain(v)
             out = self.fd.ops.reshape(v.ref, new_shape=[self.sizes[d] for d in v.dims])
@@ -378,22 +432,32 @@ def _inputs(spec, extents, planning, seed: int, with_scalar_input: bool, special
     """The inputs to run at ``extents`` (values from ``seed``) and to plan at ``planning`` (meta
     tensors), a scalar input last where the fusion has one."""
     g = torch.Generator().manual_seed(seed)
-    inputs: list[Any] = [_values(torch.randn(*[extents[d] for d in dims], generator=g), dtype)
-                         for dims, dtype in spec]
-    big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
-           for dims, dtype in spec]
+    inputs: list[Any] = [
+        _values(torch.randn(*[extents[d] for d in dims], generator=g), dtype) for dims, dtype in spec
+    ]
+    big = [
+        torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
+        for dims, dtype in spec
+    ]
     if with_scalar_input:
         inputs.append(float(torch.randn(1, generator=g)))
         big.append(inputs[-1])
     if special:
         inputs = special_inputs(inputs, g)
-        big = big[:len(spec)] + inputs[len(spec):]
+        big = big[: len(spec)] + inputs[len(spec) :]
     return inputs, big
 
 
-def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
-                  special: bool = False, draws: bool = False, edges: bool = False,
-                  mixed: bool = False) -> RandomCase:
+def random_fusion(
+    ch: Chooser,
+    max_steps: int = 8,
+    max_axes: int = 3,
+    max_extent: int = 8,
+    special: bool = False,
+    draws: bool = False,
+    edges: bool = False,
+    mixed: bool = False,
+) -> RandomCase:
     """A random fusion and inputs for it (seeded through the chooser); ``special`` draws
     special values into inputs and constants (the same fusion otherwise, but for constants);
     ``draws`` adds dropout steps (a mask drawn from a constant seed and offset); ``edges``
@@ -428,7 +492,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
                 b.with_scalar(v, scalar_input)
             else:
                 getattr(b, kind)(v)
-        produced = b.values[len(spec):]
+        produced = b.values[len(spec) :]
         outputs = [produced[-1]] + [x for x in ch.subset(produced[:-1]) if ch.int(0, 2) == 0][:2]
         for v in outputs:
             fd.add_output(v.ref)
@@ -436,10 +500,10 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     with FusionDefinition() as fd:
         definition(fd)
     b = holder["b"]
-    if edges:            # each axis empty, or of size 1, about one time in six at run time
+    if edges:  # each axis empty, or of size 1, about one time in six at run time
         extents = [ch.pick([0, 1] + [e] * 4) for e in extents]
     inputs, big = _inputs(spec, extents, planning, seed, with_scalar_input, special)
-    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special, edges, mixed)
+    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec) :], special, edges, mixed)
 
 
 def _is_float(dtype: DataType) -> bool:
@@ -489,7 +553,7 @@ def special_inputs(inputs: list, g: torch.Generator) -> list:
 
 
 def _with_special_values(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    if int(torch.randint(5, (), generator=g)) < 2:                  # two in five: none
+    if int(torch.randint(5, (), generator=g)) < 2:  # two in five: none
         return x
     pool = special_values(x.dtype)
     if not pool:

@@ -32,6 +32,7 @@ nothing to do.
 Importing this module imports Thunder and checks its version and nvFuser's
 (``eqsat.thunder.versions``; ``eqsat.thunder`` checks torch's first).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,7 +50,7 @@ from .report import ThunderReport
 from .versions import NVFUSER_MAX, check_nvfuser, check_thunder
 
 check_thunder(thunder.__version__)
-_NVFUSER = nvfuser_version()            # None without CUDA or nvFuser: Thunder then makes no regions
+_NVFUSER = nvfuser_version()  # None without CUDA or nvFuser: Thunder then makes no regions
 check_nvfuser(None if _NVFUSER is None else str(_NVFUSER))
 
 
@@ -89,7 +90,7 @@ def no_nvfuser() -> str | None:
 
 
 def trace_kind(trace) -> str:
-    """"backward" for the backward trace (Thunder names its function ``backward_fn``:
+    """ "backward" for the backward trace (Thunder names its function ``backward_fn``:
     ``thunder/transforms/autodiff.py``), else "forward"."""
     if TraceTag.AUGMENTED_FORWARD in trace.tags:
         return "forward"
@@ -126,8 +127,12 @@ def wrap_regions(trace, options: Options, report: ThunderReport):
         return trace
     new = from_trace(trace)
     new.bound_symbols = bsyms
-    new.set_provenance(TraceProvenance(f"eqsat.thunder.Optimize ({wrapped} nvFuser regions optimized at "
-                                       f"their first call per input signature)"))
+    new.set_provenance(
+        TraceProvenance(
+            f"eqsat.thunder.Optimize ({wrapped} nvFuser regions optimized at "
+            f"their first call per input signature)"
+        )
+    )
     return new
 
 
