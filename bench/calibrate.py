@@ -9,8 +9,8 @@ profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)``
 Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
 bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
 bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
-axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages), the
-bfloat16 amax of a centered SiLU per row (a compute-bound normalization), each
+axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages),
+the bfloat16 amax of a centered SiLU per row (a compute-bound normalization), each
 from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA
 events, median), the kernels nvFuser runs (torch.profiler, their device time), and the cost
 model's prediction of the same fusion.

@@ -6,7 +6,8 @@ host cost overlapped) and ``device_us`` (the kernels alone, from torch.profiler)
 kernel count, and the cost model's predictions beside them.
 
     python bench/corpus.py [--corpus DIR ...] [--frontend F] [--json out.json] [--only NAME ...]   # GPU
-    python bench/corpus.py --predict out.json [--profile P] [--host-scale auto|F]   # CPU: re-predict a recorded run
+    python bench/corpus.py --predict out.json [--profile P] [--host-scale auto|F]
+        # CPU: re-predict a recorded run
     python bench/corpus.py --predict RUN.json ... --fit-error PROFILE.json ...   # CPU: fit the error table
 
 By default both corpora run: ../shared/corpus and ../shared/corpus_thunder (EQSAT_CORPUS,
@@ -349,7 +350,8 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
             )
         if missing:
             print(
-                f"{profile}: left out {len(missing)} pairs whose file is in none of {', '.join(map(str, corpora))}: "
+                f"{profile}: left out {len(missing)} pairs whose file is in none of "
+                f"{', '.join(map(str, corpora))}: "
                 f"{', '.join(missing)}",
                 file=sys.stderr,
             )
@@ -517,7 +519,8 @@ def main(argv=None) -> int:
             r.get("error", "").splitlines()[-1:]
             if "error" in r
             else [
-                f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady {r['given']['steady_us']:.1f} -> "
+                f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady "
+                f"{r['given']['steady_us']:.1f} -> "
                 f"{r['optimized']['steady_us']:.1f}, device {r['given']['device_us']:.1f} -> "
                 f"{r['optimized']['device_us']:.1f}), kernels {r['given']['kernels']} -> "
                 f"{r['optimized']['kernels']} (predicted {r['predicted_before']['kernels']} -> "

@@ -4,8 +4,8 @@ decomposition: log-softmax, take_along_axis of the masked target, where, sum, di
 count; the backward recomputes the log-softmax), nvFuser on eqsat's optimized definitions
 (``eqsat.optimize_pair``: the two optimized together, the forward passing the backward the
 logsumexp and the count it would recompute; and, for comparison, each optimized apart by
-``optimize_fusion``), on the anchor fused by hand, torch eager F.cross_entropy forward + backward, and torch.compile
-of it. Each row is one training step's loss work: the forward fusion then the backward one
+``optimize_fusion``), on the anchor fused by hand, torch eager F.cross_entropy forward + backward, and
+torch.compile of it. Each row is one training step's loss work: the forward fusion then the backward one
 (bf16 logits, Int targets with ignore_index rows, mean reduction, optional label smoothing).
 
 Per run: ``us`` at steady state (steps issued back to back; the speedups are of this),
@@ -155,7 +155,8 @@ def steps(shape, eps, min_gain, quick, inputs, form: str = "masked") -> tuple[di
             }
             print(
                 f"  eqsat {what}: predicted {r.before.time_us:.0f} -> {r.after.time_us:.0f} us, "
-                f"{len(r.before.kernels)} -> {len(r.after.kernels)} kernels; rules {', '.join(r.rules) or 'none'}"
+                f"{len(r.before.kernels)} -> {len(r.after.kernels)} kernels; rules "
+                f"{', '.join(r.rules) or 'none'}"
             )
         return _nvfuser_step(fwd.to_nvfuser(frontend=FRONTEND), bwd.to_nvfuser(frontend=FRONTEND), inputs)
 

@@ -88,7 +88,8 @@ def main(argv=None) -> int:
                 }
             )
             print(
-                f"    predicted {predicted.time_us:.1f} us: {', '.join(r for r in rows[-1]['predicted_kinds'])}"
+                f"    predicted {predicted.time_us:.1f} us: "
+                f"{', '.join(r for r in rows[-1]['predicted_kinds'])}"
             )
     print(f"\n{'case':32s} " + " ".join(f"{f:>24s}" for f in FORMS) + "   (steady us / device us)")
     for name in CASES:

@@ -10,8 +10,8 @@ For each microbenchmark it records the steady-state time of one call (calls back
 and their device time (torch.profiler), and the features the fit uses. It then fits
 ``host_us = base + per_segment * segments + per_input * inputs + per_output * outputs
 + per_op * ops + per_resize * resizes + per_grid * grid reductions + per_alias * values the
-outputs view`` by least squares (non-negative), and prints the fit and each row's error. (Grid reductions need tensors too
-large for the host alone to show: those rows' steady and latency times may hold the kernels'.)
+outputs view`` by least squares (non-negative), and prints the fit and each row's error. (Grid reductions need
+tensors too large for the host alone to show: those rows' steady and latency times may hold the kernels'.)
 
 ``--fit host.json`` refits recorded measurements without a GPU.
 
@@ -273,7 +273,8 @@ def measure(runs: int, frontend: str, save=None) -> list[dict]:
         if save:
             save(rows)  # a run cut short keeps what it measured
         print(
-            f"  {name:18s} kernels {kernels:2d} grids {row['grids']} device {device:6.1f} us  steady {row['steady_us']:7.1f}  "
+            f"  {name:18s} kernels {kernels:2d} grids {row['grids']} device {device:6.1f} us  "
+            f"steady {row['steady_us']:7.1f}  "
             f"latency {row['latency_us']:7.1f}  host {row['host_us']:7.1f}",
             flush=True,
         )

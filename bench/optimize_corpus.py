@@ -50,7 +50,8 @@ def main(argv=None) -> int:
         b, a = opt.report.before, opt.report.after
         mark = "*" if opt.report.changed else " "
         print(
-            f"{name:50s} {len(b.kernels):4d}->{len(a.kernels):<3d} {b.bytes / 1e6:10.3f} {a.bytes / 1e6:9.3f} "
+            f"{name:50s} {len(b.kernels):4d}->{len(a.kernels):<3d} {b.bytes / 1e6:10.3f} "
+            f"{a.bytes / 1e6:9.3f} "
             f"{b.time_us:10.1f} {a.time_us:9.1f} {ms:6.1f} {mark} {', '.join(opt.report.rules)}"
         )
         rows.append(
@@ -73,7 +74,8 @@ def main(argv=None) -> int:
     for corpus in sorted({r["fusion"].split("/")[0] for r in rows if "/" in r["fusion"]}):
         ms = [r["optimizer_ms"] for r in rows if r["fusion"].startswith(corpus + "/")]
         print(
-            f"{corpus}: {len(ms)} fusions, optimizer median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms"
+            f"{corpus}: {len(ms)} fusions, optimizer median {statistics.median(ms):.1f} ms, max "
+            f"{max(ms):.1f} ms"
         )
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -6,7 +6,8 @@ host cost inside) and ``device_us`` (the kernels' own time, torch.profiler: what
 a call is bound by nvFuser's host cost); kernels (torch.profiler); achieved bandwidth against
 a measured copy.
 
-    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick] [--only SEED[:SHAPE] ...]
+    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick]
+                          [--only SEED[:SHAPE] ...]
 
 ``--only layernorm_amax:65536x1024`` times that seed at that shape alone (a seed alone: all its shapes).
 """

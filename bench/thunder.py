@@ -19,13 +19,15 @@ steady state: CUDA events around each, steps issued back to back after warm-up,
 ``eqsat.verification.timing.throughput_us``), the loss and whether it is within 2% (bf16) of
 eager's, the first step's gradients against eager's (``grad_deviation``: the largest
 difference of a parameter's gradient norm or of its dot with a fixed +-1 pattern, relative to
-eager's norm; ``grads_ok`` within 5%), ``latency_ms`` (one step alone), ``device_ms`` / ``nvfuser_ms`` (the kernels of one
-step alone, all and nvFuser's, from torch.profiler), and for Thunder + eqsat the per-region
+eager's norm; ``grads_ok`` within 5%), ``latency_ms`` (one step alone), ``device_ms`` / ``nvfuser_ms`` (the
+kernels of one step alone, all and nvFuser's, from torch.profiler), and for Thunder + eqsat the per-region
 report (rewritten, fell back, each region's record) and ``eqsat_s``, eqsat's own time over all
 regions. The first step of Thunder + eqsat runs after Thunder alone's, whose nvFuser kernels may
-still be cached, so compile overhead is eqsat's own time against Thunder alone's first step. An error of one (model, variant) is recorded in its row and the run goes on; memory
-is freed between runs. The table: steady-state ms per variant, eqsat's speedup over Thunder
-alone (over the mean of its two timings with --again), eqsat's compile-time overhead (eqsat's own time, % of Thunder alone's first step), regions rewritten.
+still be cached, so compile overhead is eqsat's own time against Thunder alone's first step. An error of one
+(model, variant) is recorded in its row and the run goes on; memory is freed between runs. The table:
+steady-state ms per variant, eqsat's speedup over Thunder alone (over the mean of its two timings with
+--again), eqsat's compile-time overhead (eqsat's own time, % of Thunder alone's first step), regions
+rewritten.
 
     python bench/thunder.py [--models M,..] [--batch 4 --seq 2048 --layers 2] [--verify gpu] [--min-gain F]
                             [--quick] [--json out.json]
@@ -465,7 +467,8 @@ def main(argv=None) -> int:
                 + (
                     f"ERROR {r['error']}"
                     if "error" in r
-                    else f"{r['steady_ms']:.2f} ms steady, first step {r['first_call_s']:.1f} s, loss {r['loss']:.5f}"
+                    else f"{r['steady_ms']:.2f} ms steady, first step {r['first_call_s']:.1f} s, "
+                    f"loss {r['loss']:.5f}"
                     + ("" if r.get("loss_ok", True) else f" (eager {eager:.5f}: OFF)")
                     + (
                         ""

@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     verified = [r for r in rows if r.get("verify_s") is not None]
     if verified:
         print(
-            f"\n{len(verified)} fusions verified: median {sorted(r['verify_s'] for r in verified)[len(verified) // 2]} s "
+            f"\n{len(verified)} fusions verified: median "
+            f"{sorted(r['verify_s'] for r in verified)[len(verified) // 2]} s "
             f"of verification, max {max(r['verify_s'] for r in verified)} s; "
             f"{sum(r['verified_changed'] for r in verified)} kept rewritten"
         )

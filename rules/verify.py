@@ -103,7 +103,8 @@ def _categories(code: int, kind: str) -> dict[str, list]:
     """The special values of a dtype, by category. Integers: their limits, whatever ``kind``
     (wrap-around must agree exactly in every rule), 0 among them but where ``kind`` is finite
     only (a 0 divisor or factor of a float makes the special values that kind leaves out);
-    bools none (False and True are drawn as normal values). Floats: none where ``kind`` is finite only; else zeros (+-0.0), NaN and
+    bools none (False and True are drawn as normal values). Floats: none where ``kind`` is finite only; else
+    zeros (+-0.0), NaN and
     +-inf, and where it is all special huge and tiny values."""
     if code == BOOL_CODE:
         return {}

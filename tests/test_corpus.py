@@ -1,6 +1,6 @@
 """Every file of both corpora (../shared/corpus, and ../shared/corpus_thunder: what Thunder
-generated, as nvfuser_direct prints it) ingests, re-emits source that re-ingests to an equal IR, and that source
-gives the same outputs through the torch executor as the original definition function run
+generated, as nvfuser_direct prints it) ingests, re-emits source that re-ingests to an equal IR, and that
+source gives the same outputs through the torch executor as the original definition function run
 straight on torch (no IR in between); so do the fusion rebuilt from its terms (named axes
 and back) and the optimized fusion, whose estimated cost is never higher (what `eqsat check`
 checks). Files marked `meta` in INDEX.md run on meta tensors."""

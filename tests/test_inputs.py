@@ -37,7 +37,8 @@ SECOND = FIRST + 1  # the line defining w
         (
             [torch.randn(4, 8), torch.randn(4)],
             SECOND,
-            "input 1 dim 0 has extent 4, but the fusion uses it as the same axis as input 0 dim 1, of extent 8",
+            "input 1 dim 0 has extent 4, but the fusion uses it as the same axis as input 0 dim 1, "
+            "of extent 8",
         ),
         (
             [torch.randn(8, 4).t(), torch.randn(8)],

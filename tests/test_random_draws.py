@@ -1,6 +1,6 @@
 """Random draws and kernel boundaries: what a draw costs in each kernel kind (the profile's
-``draw_ps`` and ``draw_row_ns``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule that
-draws dropout's mask in a kernel of its own where the kernel that uses it draws slowly.
+``draw_ps`` and ``draw_row_ns``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule
+that draws dropout's mask in a kernel of its own where the kernel that uses it draws slowly.
 Checked on dropout's backward as Thunder writes it (eqsat.testing.dropout_backward), against
 torch given the mask (nvFuser's Philox numbers, as eqsat's torch executor draws them)."""
 

@@ -4,7 +4,8 @@ e-graph's dtype analysis tables hold and what the rule verifier computes with.""
 from __future__ import annotations
 
 from eqsat.ir import dtypes as dt
-from eqsat.ir.axes import ScalarType, TensorType, result_dtype
+from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.value_types import result_dtype
 
 from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
 

@@ -31,7 +31,7 @@ from .opspec import OPS
 from .shape_typing import ShapeTyping, resized_extent
 
 # the value types (which the package imports from here too)
-from .value_types import UNKNOWN_TENSOR, Dim, ScalarType, TensorType, VectorType, result_dtype
+from .value_types import UNKNOWN_TENSOR, Dim, ScalarType, TensorType, VectorType
 
 if TYPE_CHECKING:  # annotations only: fusion.py imports this module
     from .fusion import Fusion

@@ -6,8 +6,8 @@ category), integer ``div`` truncates, reductions of half types accumulate in fp3
 reduction's ``dtype`` argument casts its input, integer sums give Int, expanded broadcasts
 stay stride-0 views, and outputs aliased to an input are written into that input and not
 returned. Integer division never traps (INT_MIN / -1 wraps, as on the GPU; by zero is refused:
-:data:`INT_BY_ZERO`), casts to FP8 saturate, and no op's output shares memory with an operand
-except the views nvFuser makes views (reshape, permute, broadcast...).
+:data:`eqsat.reference.torch_arithmetic.INT_BY_ZERO`), casts to FP8 saturate, and no op's output shares memory
+with an operand except the views nvFuser makes views (reshape, permute, broadcast...).
 
     run_fusion(fusion, inputs)             # outputs, as nvFuser's fd.execute returns them
 """
@@ -32,10 +32,9 @@ from eqsat.ir.replay import replay
 from . import philox
 from .inputs import check_count, check_tensor_input
 
-# INT_BY_ZERO and cast_tensor: the package reads them from here too
+# cast_tensor: the package reads it from here too
 from .torch_arithmetic import (
     FP8_MAX,
-    INT_BY_ZERO,
     PY_TYPE,
     ArithmeticOps,
     cast_tensor,

@@ -1,7 +1,7 @@
 """Small Llama-, GPT-2- and BERT-like models in plain torch, for the Thunder tests
-(tests/test_thunder.py; bench/thunder.py takes its RMSNorm): the same structure as their transformers counterparts (norms,
-attention through scaled_dot_product_attention, rotary embeddings, grouped key/value heads,
-SwiGLU and GELU MLPs, tied embeddings, a masked-LM head) in ops Lightning Thunder 0.2.6 traces,
+(tests/test_thunder.py; bench/thunder.py takes its RMSNorm): the same structure as their transformers
+counterparts (norms, attention through scaled_dot_product_attention, rotary embeddings, grouped key/value
+heads, SwiGLU and GELU MLPs, tied embeddings, a masked-LM head) in ops Lightning Thunder 0.2.6 traces,
 whatever version of transformers is installed. Each model's ``forward(ids)`` returns its
 training loss."""
 
