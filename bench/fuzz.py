@@ -38,7 +38,8 @@ import traceback
 
 
 def _case(seed: int, args):
-    from eqsat.testing.random_fusion import RandomChooser, random_fusion
+    from eqsat.testing.choosers import RandomChooser
+    from eqsat.testing.random_fusion import random_fusion
 
     return random_fusion(
         RandomChooser(seed),

@@ -18,7 +18,8 @@ import pathlib
 import sys
 
 import eqsat
-from eqsat.testing.random_fusion import RandomChooser, random_fusion
+from eqsat.testing.choosers import RandomChooser
+from eqsat.testing.random_fusion import random_fusion
 from eqsat.testing.seeds import SEEDS
 
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared"

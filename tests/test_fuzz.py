@@ -13,7 +13,8 @@ import eqsat
 from eqsat import DataType, FusionError
 from eqsat.reference.compare import mismatch
 from eqsat.testing.fuzz import check_case
-from eqsat.testing.random_fusion import HypothesisChooser, RandomChooser, random_fusion
+from eqsat.testing.choosers import HypothesisChooser, RandomChooser
+from eqsat.testing.random_fusion import random_fusion
 
 EXAMPLES = int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250"))
 

@@ -13,8 +13,8 @@ CLASSIC = textwrap.dedent("""\
     from nvfuser import FusionDefinition, DataType
 
     def nvfuser_fusion_id0(fd : FusionDefinition) -> None :
-        T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, is_cpu=False,
-        stride_order=[1, 0]) S1 = fd.define_scalar(2.00000, dtype=DataType.Double)
+        T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, is_cpu=False, stride_order=[1, 0])
+        S1 = fd.define_scalar(2.00000, dtype=DataType.Double)
         T2 = fd.ops.mul(T0, S1)
         T3 = fd.ops.sum(T2, dims=[1], keepdim=False, dtype=DataType.Null)
         S4 = fd.ops.size(T0, dim=0)

@@ -125,8 +125,8 @@ def test_the_scaled_grouped_mm_is_opaque_and_keeps_its_three_outputs():
     text = """
 def nvfuser_fusion(fd : FusionDefinition) -> None :
     tv0 = fd.define_tensor(shape=[16, 8], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
-    tv1 = fd.define_tensor(shape=[4, 8, 6], contiguity=[True, True, True], dtype=DataType.BFloat16,
-    is_cpu=False) tv2 = fd.define_tensor(shape=[4], contiguity=[True], dtype=DataType.Int32, is_cpu=False)
+    tv1 = fd.define_tensor(shape=[4, 8, 6], contiguity=[True, True, True], dtype=DataType.BFloat16, is_cpu=False)
+    tv2 = fd.define_tensor(shape=[4], contiguity=[True], dtype=DataType.Int32, is_cpu=False)
     tv3 = fd.define_tensor(shape=[16, 1], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
     tv4 = fd.define_tensor(shape=[4, 1, 6], contiguity=[True, True, True], dtype=DataType.Float, is_cpu=False)
     tv5, _, _ = fd.ops.grouped_mm(tv0, tv1, tv2, tv3, tv4, dtype=DataType.BFloat16)

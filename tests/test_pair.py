@@ -19,7 +19,8 @@ from eqsat.crossfusion.surgery import with_inputs, with_outputs
 from eqsat.reference.devices import fresh_copies
 from eqsat.testing import cross_entropy as ce
 from eqsat.testing.fuzz import output_problem
-from eqsat.testing.random_fusion import HypothesisChooser, RandomChooser, random_fusion
+from eqsat.testing.choosers import HypothesisChooser, RandomChooser
+from eqsat.testing.random_fusion import random_fusion
 
 N, V = ce.DEMO_SHAPE
 LINKS = {0: 0, 1: 1}  # the backward's logits and target are the forward's

@@ -90,8 +90,8 @@ def test_the_language_repros_are_written_in(tmp_path):
     text = HEADER + textwrap.dedent('''\
         def nvfuser_fusion(fd : FusionDefinition) -> None :
             """docstring"""
-            tv0 = fd.define_tensor(shape=[2, -1], contiguity=[True, None], dtype=DataType.BFloat16,
-            is_cpu=False) c1 = fd.define_scalar(None, dtype=DataType.Int)
+            tv0 = fd.define_tensor(shape=[2, -1], contiguity=[True, None], dtype=DataType.BFloat16, is_cpu=False)
+            c1 = fd.define_scalar(None, dtype=DataType.Int)
             tv2, tv3, tv4 = fd.ops.welford(fd.ops.cast(tv0, dtype=DataType.Float), dims=[1])
             tv5 = fd.ops.where(fd.ops.gt(tv2, -float("inf")), tv2 * 2 + 1, -0.00000)
             fd.add_output(tv5)
@@ -215,8 +215,8 @@ def test_an_op_eqsat_does_not_model_keeps_the_outputs_the_file_unpacks_it_into()
         HEADER
         + textwrap.dedent("""\
         def nvfuser_fusion(fd : FusionDefinition) -> None :
-            tv0 = fd.define_tensor(shape=[16, 128], contiguity=[True, True], dtype=DataType.Float,
-            is_cpu=False) tv1 = fd.ops.exp(tv0)
+            tv0 = fd.define_tensor(shape=[16, 128], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
+            tv1 = fd.ops.exp(tv0)
             tv2, tv3, tv4, tv7 = fd.ops.sdpfa_fwd(fd.ops.neg(tv1), 4, dim=1)
             tv5 = fd.ops.mul(tv0, 2.0)
             tv6 = fd.ops.sum(fd.ops.mul(tv5, 3.0), dims=[1], keepdim=False, dtype=DataType.Null)

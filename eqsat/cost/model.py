@@ -193,21 +193,23 @@ class CostModel:
                 ]
         est.kernels.sort(key=lambda k: -k.time_us)
         self._describe(est, nodes, barriers, links, set(roots if outputs is None else outputs), inner)
-        compute = segmenter.compute
-        if compute or self.aliased:
-            est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels) + self.alias_segments,
-                inputs=sum(nodes[n].op == "Leaf" for n in order),
-                outputs=self.output_count
-                if self.output_count is not None
-                else len(outputs)
-                if outputs is not None
-                else len(roots),
-                ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
-                resizes=sum(nodes[m].op in RESIZES for m in compute),
-                grids=sum(k.kind.grid for k in est.kernels),
-            )
+        if segmenter.compute or self.aliased:
+            output_count = self.output_count
+            if output_count is None:
+                output_count = len(outputs) if outputs is not None else len(roots)
+            est.host_us = self._host_us(est, nodes, order, segmenter.compute, output_count)
         return est
+
+    def _host_us(self, est: Estimate, nodes: dict, order: list[int], compute, output_count: int) -> float:
+        """The host's cost of one ``execute`` of the kernels of ``est``."""
+        return self.profile.host.cost_us(
+            segments=len(est.kernels) + self.alias_segments,
+            inputs=sum(nodes[n].op == "Leaf" for n in order),
+            outputs=output_count,
+            ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
+            resizes=sum(nodes[m].op in RESIZES for m in compute),
+            grids=sum(k.kind.grid for k in est.kernels),
+        )
 
     def _describe(
         self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set, inner: dict
@@ -373,14 +375,7 @@ class CostModel:
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
-            weight = (
-                self.profile.special_function_weight
-                if node.op in SPECIAL_TERMS
-                else 0.0
-                if node.op in FREE_TERMS
-                else 1.0
-            )
-            flops += self.numel(self.space(nodes, m)) * weight
+            flops += self.numel(self.space(nodes, m)) * self._weight(node.op)
             for i, k in enumerate(node.kids):
                 k = privatized.get(k, k) if privatized else k  # a privatized upcast: its input is read
                 if k in factories and nodes[k].op in DRAWS:
@@ -397,6 +392,19 @@ class CostModel:
                 for c in consumers.get(m, ())
             ):
                 written.add(m)
+        return self._timed_kernel(kind, nodes, ms, reads, gathered, written, flops, draws, len(recomputed))
+
+    def _weight(self, op: str) -> float:
+        """An op's arithmetic per element: a special function's weight, none for a free op."""
+        if op in SPECIAL_TERMS:
+            return self.profile.special_function_weight
+        return 0.0 if op in FREE_TERMS else 1.0
+
+    def _timed_kernel(self, kind, nodes, ms, reads, gathered, written, flops, draws, recomputed) -> Kernel:
+        """The kernel of members ``ms`` that reads ``reads`` (and ``gathered``: node -> the bytes
+        indexing ops gather of it), writes ``written``, computes ``flops`` and draws ``draws``,
+        timed with ``kind``'s constants: its launch, then its bytes or its arithmetic, the
+        longer."""
         consts = self.profile.kinds[kind]
         read = {r: self.nbytes(nodes[r]) for r in reads}
         read.update((k, min(b, self.nbytes(nodes[k]))) for k, b in gathered.items() if k not in reads)
@@ -413,7 +421,7 @@ class CostModel:
             wbytes,
             flops,
             t,
-            len(recomputed),
+            recomputed,
             read,
             write,
             "compute" if compute_us > memory_us else "memory",

@@ -164,11 +164,7 @@ def optimize_pair(
     (a fraction; where None, ``PAIR_MIN_GAIN``, 5%, and each fusion's own margin is the cost
     model's measured error). ``verify`` is not supported here: the two fusions are timed apart,
     not as a pair."""
-    if options is not None and keywords:
-        raise TypeError("give optimize_pair an Options or its fields as keywords, not both")
-    if keywords.get("verify") or (options is not None and options.verify):
-        raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
-    options = options if options is not None else Options(**keywords)
+    options = _pair_options(options, keywords)
     fwd, bwd = ingest(forward), ingest(backward)
     _check_links(fwd, bwd, links)
     own = len(fwd.outputs)
@@ -196,14 +192,31 @@ def optimize_pair(
     if best is None:
         report.notes.append("no set of saved values could be scored")
         return OptimizedPair(*apart, [], report, own)
+    return _best_or_apart(pair, best, apart, report, own, forward_inputs)
+
+
+def _pair_options(options: Options | None, keywords: dict) -> Options:
+    """optimize_pair's options: an Options or its fields as keywords, without verify."""
+    if options is not None and keywords:
+        raise TypeError("give optimize_pair an Options or its fields as keywords, not both")
+    if keywords.get("verify") or (options is not None and options.verify):
+        raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
+    return options if options is not None else Options(**keywords)
+
+
+def _best_or_apart(pair: "_Pair", best, apart, report: PairReport, own: int, forward_inputs) -> OptimizedPair:
+    """The best variant's two fusions optimized, where the pair's predicted saving over the
+    two optimized ``apart`` exceeds the margin; else the two apart."""
     v, f, where, b, b_inputs = best
+    options = pair.options
     together = optimize(f, forward_inputs, options), optimize(b, b_inputs, options)
     after_us = sum(o.report.after.time_us for o in together)
+    apart_us = report.apart_us
     saving = 1 - after_us / apart_us if apart_us > 0 else 0.0
     margin = PAIR_MIN_GAIN if options.min_gain is None else options.min_gain
     if saving <= margin:
         report.notes.append(
-            f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
+            f"saving {', '.join(_describe(pair.bwd, s) for s in v.saved)} predicted {saving:.1%}, "
             f"not above the margin {margin:.0%}; the fusions are optimized apart"
         )
         return OptimizedPair(*apart, [], report, own)
@@ -220,6 +233,7 @@ class _Pair:
     def __init__(self, fwd: Fusion, bwd: Fusion, common: Mapping[int, int], inputs: tuple, options: Options):
         self.fwd, self.bwd, self.values = fwd, bwd, common
         self.forward_inputs, self.backward_inputs = inputs
+        self.options = options
         self.scoring = options if options.extents is None else replace(options, extents=None)
         self.extents = concrete_extents(bwd, self.backward_inputs, None, options.default_extent)
 

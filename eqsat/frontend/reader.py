@@ -48,13 +48,25 @@ from .bounds import (
     TensorWork,
     TooMuchWork,
     check_items,
-    check_ndigits,
     int_op_problem,
     int_problem,
     on_meta,
 )
 from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
+from .repro_language import (
+    BINARY_OPERATORS,
+    BUILTINS,
+    COMPARISONS,
+    FACTORIES,
+    INT_OPERATORS,
+    NON_FINITE,
+    NO_WORK_BUILTINS,
+    TENSOR_METHODS,
+    TORCH_FUNCTIONS,
+    TORCH_NAMESPACES,
+    UNARY_OPERATORS,
+)
 
 TRUST_HINT = (
     "eqsat reads repro files without running them; pass trust=True (eqsat --trust) to run this file as Python"
@@ -63,100 +75,6 @@ TRUST_HINT = (
 
 class OutsideLanguage(FusionError):
     """A construct the repro reader does not evaluate (the file may still be run with trust)."""
-
-
-# torch functions an input expression may call: tensor constructors, random draws (under the
-# global seed), and pure math on tensors
-TORCH_FUNCTIONS = frozenset(
-    """
-    randn rand randint zeros ones full arange empty empty_strided tensor as_tensor linspace eye
-    zeros_like ones_like full_like empty_like randn_like rand_like randint_like
-    manual_seed cat stack where tril triu flip roll transpose permute reshape unsqueeze squeeze
-    lt le gt ge eq ne abs neg exp log sqrt rsqrt sin cos tanh sigmoid erf softmax log_softmax
-    clamp maximum minimum matmul mul add sub div pow sum mean amax amin var std
-""".split()
-)
-TORCH_NAMESPACES = {
-    "testing": frozenset({"make_tensor"}),
-    "nn": frozenset({"functional"}),
-    "nn.functional": frozenset(
-        "softmax log_softmax relu gelu silu tanh sigmoid dropout layer_norm normalize pad one_hot".split()
-    ),
-}
-# tensor methods and attributes an input expression may use
-TENSOR_METHODS = frozenset(
-    """
-    to cuda cpu float half bfloat16 double int long short bool char byte type_as
-    as_strided expand expand_as broadcast_to t permute transpose movedim swapaxes reshape view
-    view_as unflatten contiguous clone
-    unsqueeze squeeze flatten narrow select repeat flip tril triu detach requires_grad_
-    mul add sub div true_divide clamp clamp_min clamp_max abs neg exp log sqrt rsqrt sin cos
-    tanh sigmoid pow reciprocal square log1p expm1 floor ceil round sign max min
-    mean var std sum amax amin softmax log_softmax lt le gt ge eq ne
-    masked_fill fill_ zero_ uniform_ normal_ random_ bernoulli_ new_zeros new_ones new_empty
-    new_full size stride dim numel element_size storage_offset item tolist
-    shape dtype T mT ndim device is_contiguous
-""".split()
-)
-
-
-def _round(number, ndigits=None):
-    check_ndigits(ndigits)
-    return round(number, ndigits)
-
-
-def _iterating(fn: Callable) -> Callable:
-    """``fn`` (list, tuple, min, max), iterating a tensor it is given only up to MAX_ITEMS rows."""
-
-    def call(*args, **kwargs):
-        if len(args) == 1:
-            check_items(args[0], f"{fn.__name__}()")
-        return fn(*args, **kwargs)
-
-    call.__name__ = fn.__name__
-    return call
-
-
-BUILTINS: dict[str, Callable] = {
-    "float": float,
-    "int": int,
-    "bool": bool,
-    "complex": complex,
-    "len": len,
-    "abs": abs,
-    "min": _iterating(min),
-    "max": _iterating(max),
-    "round": _round,
-    "list": _iterating(list),
-    "tuple": _iterating(tuple),
-}
-_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "list", "tuple"})
-# floats Python prints as bare names
-NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
-_BINARY = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.BitAnd: operator.and_,
-    ast.BitOr: operator.or_,
-    ast.BitXor: operator.xor,
-    ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift,
-}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
-_COMPARE = {
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-}
-_INT_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Pow: "pow", ast.LShift: "lshift"}
 
 
 class _Namespace:
@@ -283,16 +201,16 @@ class Reader:
         return tuple(self.eval(e) for e in node.elts)
 
     def _UnaryOp(self, node):
-        return self._apply(node, _UNARY.get(type(node.op)), self.eval(node.operand))
+        return self._apply(node, UNARY_OPERATORS.get(type(node.op)), self.eval(node.operand))
 
     def _BinOp(self, node):
         left, right = self.eval(node.left), self.eval(node.right)
         if any(isinstance(v, (list, tuple, str)) for v in (left, right)):
             raise self.refuse(node, "arithmetic on a list or string")
-        problem = int_op_problem(_INT_OPS.get(type(node.op), ""), left, right)
+        problem = int_op_problem(INT_OPERATORS.get(type(node.op), ""), left, right)
         if problem is not None:
             raise FusionError(f"{_text(node)}: {problem}", line=node.lineno, filename=self.filename)
-        return self._apply(node, _BINARY.get(type(node.op)), left, right)
+        return self._apply(node, BINARY_OPERATORS.get(type(node.op)), left, right)
 
     def _apply(self, node, fn, *args):
         if fn is None:
@@ -300,10 +218,10 @@ class Reader:
         return self._guarded(node, fn, *args)
 
     def _Compare(self, node):
-        if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
+        if len(node.ops) != 1 or type(node.ops[0]) not in COMPARISONS:
             raise self.refuse(node, f"the comparison {ast.unparse(node)[:60]!r}")
         return self._guarded(
-            node, _COMPARE[type(node.ops[0])], self.eval(node.left), self.eval(node.comparators[0])
+            node, COMPARISONS[type(node.ops[0])], self.eval(node.left), self.eval(node.comparators[0])
         )
 
     def _Subscript(self, node):
@@ -421,7 +339,7 @@ class Reader:
 
         def call(*args, **kwargs):
             if device is not None and name != "manual_seed":
-                if "device" in kwargs or name in _FACTORIES:
+                if "device" in kwargs or name in FACTORIES:
                     kwargs["device"] = device
             return fn(*args, **kwargs)
 
@@ -479,7 +397,7 @@ def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
     import torch
 
     kind, tensor, name, raw = getattr(fn, "_eqsat_spec", ("plain", None, None, fn))
-    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in _NO_WORK_BUILTINS:
+    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in NO_WORK_BUILTINS:
         return None
     if name == "tolist":
         check_items(tensor, ".tolist()", elements=True)
@@ -513,12 +431,6 @@ def _one_hot_classes(args: tuple, kwargs: dict) -> int:
     if given != -1 or not _is_tensor(args[0]) or not args[0].numel():
         return given
     return int(args[0].max()) + 1
-
-
-_FACTORIES = frozenset(
-    "randn rand randint zeros ones full arange empty empty_strided tensor "
-    "as_tensor linspace eye make_tensor".split()
-)
 
 
 def _is_tensor(value) -> bool:

@@ -11,8 +11,8 @@ ops eqsat does not model (``erf``, ``where``, ``reshape``), which it keeps verba
 ``segment_set`` (a kernel boundary). One to three outputs.
 
 ``special=True`` draws special values too: into the inputs, per dtype (NaN, +-inf, +-0.0, the
-largest finite value and half of it, the smallest normal; see :func:`special_inputs`), into the
-scalar input, and into scalar constants (:data:`SPECIAL_SCALARS`); and one more kind of step,
+largest finite value and half of it, the smallest normal; see :mod:`eqsat.testing.special_inputs`), into the
+scalar input, and into scalar constants (``special_inputs.SPECIAL_SCALARS``); and one more kind of step,
 a max or min of a sum or product with a term constant along the reduced axes (where +inf in
 one meets -inf in the other). With ``mixed`` too, integer inputs get their dtype's limits
 (INT_MIN, INT_MAX, their neighbours, -1, 0, the least square that overflows).
@@ -41,7 +41,6 @@ or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failu
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -51,6 +50,9 @@ from eqsat.frontend.recorder import FusionDefinition
 from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.ir.fusion import Fusion
 from eqsat.lowering.source import fusion_source
+
+from .choosers import Chooser
+from .special_inputs import SPECIAL_SCALARS, special_inputs
 
 FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)  # of the inputs, and casts
 MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)  # with ``mixed``
@@ -72,44 +74,6 @@ STEPS = [
 SPECIAL_STEPS = ["shifted_extremum"]  # the max/min rules' pattern, where inf meets -inf
 DRAW_STEPS = ["dropout"]  # random draws (``draws=True``: other seeds' fusions stay as they were)
 SCALARS = [0.5, 2.0, -1.5, 3.0, 1e-3]
-# Double constants: a huge one overflows a Float product, a tiny one underflows it
-SPECIAL_SCALARS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, 1e-300]
-
-
-class Chooser:
-    def int(self, lo: int, hi: int) -> int:  # inclusive
-        raise NotImplementedError
-
-    def pick(self, options: Sequence[Any]) -> Any:
-        return options[self.int(0, len(options) - 1)]
-
-    def subset(self, items: Sequence[Any], min_size: int = 0) -> list:
-        if len(items) <= min_size:
-            return list(items)
-        while True:
-            out = [x for x in items if self.int(0, 1)]
-            if len(out) >= min_size:
-                return out
-            if len(items) == min_size:
-                return list(items)
-
-
-class RandomChooser(Chooser):
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-
-    def int(self, lo, hi):
-        return self.rng.randint(lo, hi)
-
-
-class HypothesisChooser(Chooser):
-    def __init__(self, data):
-        from hypothesis import strategies as st
-
-        self._data, self._st = data, st
-
-    def int(self, lo, hi):
-        return self._data.draw(self._st.integers(lo, hi))
 
 
 @dataclass
@@ -519,46 +483,3 @@ def _values(normal: torch.Tensor, dtype: DataType) -> torch.Tensor:
     if not _is_float(dtype):
         return (normal * 50000).round().to(to_torch(dtype))
     return normal.to(to_torch(dtype))
-
-
-def special_values(dtype: torch.dtype) -> list[float]:
-    """NaN, +-inf, +-0.0, the largest finite value and half of it (sums and products of them
-    overflow), and the smallest normal (products of them underflow), of a float ``dtype``; of
-    an integer one its limits, their neighbours, -1, 0 and the least square that overflows;
-    of Bool none."""
-    if dtype == torch.bool:
-        return []
-    if not dtype.is_floating_point:
-        info = torch.iinfo(dtype)
-        root = math.isqrt(info.max) + 1
-        return [info.min, info.min + 1, info.max, info.max - 1, -1, 0, root, -root]
-    info = torch.finfo(dtype)
-    extremes = [info.max, info.max / 2, info.tiny]
-    return [math.nan, math.inf, -math.inf, 0.0, -0.0] + extremes + [-v for v in extremes]
-
-
-def special_inputs(inputs: list, g: torch.Generator) -> list:
-    """``inputs`` with special values: in most tensors, one or two of their dtype's
-    (:func:`special_values`) at a random share of places; the scalar input one of
-    SPECIAL_SCALARS one time in three."""
-    out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            out.append(_with_special_values(x, g))
-        elif int(torch.randint(3, (), generator=g)) == 0:
-            out.append(SPECIAL_SCALARS[int(torch.randint(len(SPECIAL_SCALARS), (), generator=g))])
-        else:
-            out.append(x)
-    return out
-
-
-def _with_special_values(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    if int(torch.randint(5, (), generator=g)) < 2:  # two in five: none
-        return x
-    pool = special_values(x.dtype)
-    if not pool:
-        return x
-    few = torch.tensor([pool[int(i)] for i in torch.randint(len(pool), (2,), generator=g)], dtype=x.dtype)
-    share = (0.05, 0.15, 0.4)[int(torch.randint(3, (), generator=g))]
-    at = torch.rand(x.shape, generator=g) < share
-    return torch.where(at, few[torch.randint(2, x.shape, generator=g)], x)
