@@ -42,12 +42,14 @@ class KernelKind(enum.StrEnum):
         member.grid = grid
         return member
 
+    # fmt: off
     #                  name               fallback      color       grid
-    POINTWISE = "pointwise", None, "#dbeafe"
-    REDUCTION = "reduction", None, "#dcfce7"
-    OUTER_REDUCTION = "outer_reduction", "reduction", "#d1fae5"
-    GRID_REDUCTION = "grid_reduction", "reduction", "#ffedd5", True
-    NORMALIZATION = "normalization", None, "#ede9fe"
+    POINTWISE =        "pointwise",       None,         "#dbeafe"
+    REDUCTION =        "reduction",       None,         "#dcfce7"
+    OUTER_REDUCTION =  "outer_reduction", "reduction",  "#d1fae5"
+    GRID_REDUCTION =   "grid_reduction",  "reduction",  "#ffedd5",  True
+    NORMALIZATION =    "normalization",   None,         "#ede9fe"
+    # fmt: on
 
     @property
     def fallback(self) -> KernelKind | None:

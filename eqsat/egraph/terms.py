@@ -85,15 +85,17 @@ class TermSpec:
 
 
 # attribute kind -> its egglog sort
+# fmt: off
 ATTRIBUTES = {
-    "value": "i64",  # an IR value id (a Leaf's)
-    "double": "f64",  # a Double constant
-    "int": "i64",  # an Int constant
-    "labels": "i64",  # a label mask: what an Extent multiplies, what a reduction reduces
-    "dtype": "i64",  # a dtype code (below), what a Cast casts to
-    "correction": "i64",  # a variance's correction
-    "op": "String",  # the IR op of a generic constructor (Un, Bin, Tern)
+    "value": "i64",         # an IR value id (a Leaf's)
+    "double": "f64",        # a Double constant
+    "int": "i64",           # an Int constant
+    "labels": "i64",        # a label mask: what an Extent multiplies, what a reduction reduces
+    "dtype": "i64",         # a dtype code (below), what a Cast casts to
+    "correction": "i64",    # a variance's correction
+    "op": "String",         # the IR op of a generic constructor (Un, Bin, Tern)
 }
+# fmt: on
 
 # how a term's dtype code follows from its kids' (the dtype analysis, dtype_codes.result_code)
 DTYPE_RULES = {
@@ -125,53 +127,50 @@ _SPECIAL, _THROUGH = "special through", "through"
 # Every constructor of the e-graph, one row each: a new term is a new row here (and its
 # meaning where it lives: an IR op with a TorchOps method and a recorder op is evaluated and
 # lowered by its ir_op; other facts, such as its sign, are rules of analysis.py).
-TERMS: dict[str, TermSpec] = {
-    t.name: t
-    for t in (
-        #        name       attributes                kids kind         dtype         IR op          facts
-        TermSpec("Leaf", ("value",), 0, "leaf", "given"),
-        TermSpec("Num", ("double",), 0, "scalar", "weak float"),
-        TermSpec("Int", ("int",), 0, "scalar", "weak int"),
-        TermSpec("Extent", ("labels",), 0, "scalar", "weak int"),
-        TermSpec("Neg", (), 1, "pointwise", "compute", "neg", _THROUGH),
-        TermSpec("Abs", (), 1, "pointwise", "abs", "abs", _THROUGH),
-        TermSpec("Exp", (), 1, "pointwise", "float", "exp", _SPECIAL),
-        TermSpec("Log", (), 1, "pointwise", "float", "log", _SPECIAL),
-        TermSpec("Sqrt", (), 1, "pointwise", "float", "sqrt", _SPECIAL),
-        TermSpec("Rsqrt", (), 1, "pointwise", "float", "rsqrt", _SPECIAL),
-        TermSpec("Recip", (), 1, "pointwise", "float", "reciprocal", _SPECIAL),
-        TermSpec("Tanh", (), 1, "pointwise", "float", "tanh", _SPECIAL),
-        TermSpec("Sigmoid", (), 1, "pointwise", "float", "sigmoid", _SPECIAL),
-        TermSpec("Relu", (), 1, "pointwise", "same", "relu", _THROUGH),
-        TermSpec("SegmentSet", (), 1, "pointwise", "same", "segment_set", "barrier"),
-        TermSpec("Un", ("op",), 1, "generic", "given", None, "special"),
-        TermSpec("Add", (), 2, "pointwise", "promote", "add", _THROUGH),
-        TermSpec("Sub", (), 2, "pointwise", "promote", "sub", _THROUGH),
-        TermSpec("Mul", (), 2, "pointwise", "promote", "mul", _THROUGH),
-        TermSpec("Div", (), 2, "pointwise", "promote", "div", _THROUGH),
-        TermSpec("Maximum", (), 2, "pointwise", "promote", "maximum", _THROUGH),
-        TermSpec("Minimum", (), 2, "pointwise", "promote", "minimum", _THROUGH),
-        TermSpec("Pow", (), 2, "pointwise", "promote", "pow", _SPECIAL),
-        TermSpec("Bin", ("op",), 2, "generic", "given"),
-        TermSpec("Tern", ("op",), 3, "generic", "given", None, "special"),
-        TermSpec("Cast", ("dtype",), 1, "pointwise", "cast", None, "free"),
-        TermSpec("Sum", ("labels",), 1, "reduction", "sum", "sum", _THROUGH),
-        TermSpec("Max", ("labels",), 1, "reduction", "same", "max", _THROUGH),
-        TermSpec("Min", ("labels",), 1, "reduction", "same", "min", _THROUGH),
-        TermSpec("Prod", ("labels",), 1, "reduction", "sum", "prod"),
-        TermSpec("Mean", ("labels",), 1, "reduction", "float"),
-        TermSpec("Var", ("labels", "correction"), 1, "reduction", "float"),
-        TermSpec(
-            "Take", ("labels",), 2, "take", "same", None, "moved", encoded_from=("take_along_axis", "gather")
-        ),
-        TermSpec(
-            "IndexSelect", ("labels",), 2, "take", "same", None, "moved", encoded_from=("index_select",)
-        ),
-        # TakePad: encoded from a pad and a take (encode.take_padded)
-        TermSpec("TakePad", ("labels",), 2, "take", "same"),
-        TermSpec("Iota", ("labels",), 0, "axis", "given"),
-    )
-}
+# fmt: off
+TERMS: dict[str, TermSpec] = {t.name: t for t in (
+    #        name       attributes                kids kind         dtype         IR op          facts
+    TermSpec("Leaf",    ("value",),               0,   "leaf",      "given"),
+    TermSpec("Num",     ("double",),              0,   "scalar",    "weak float"),
+    TermSpec("Int",     ("int",),                 0,   "scalar",    "weak int"),
+    TermSpec("Extent",  ("labels",),              0,   "scalar",    "weak int"),
+    TermSpec("Neg",     (),                       1,   "pointwise", "compute",    "neg",         _THROUGH),
+    TermSpec("Abs",     (),                       1,   "pointwise", "abs",        "abs",         _THROUGH),
+    TermSpec("Exp",     (),                       1,   "pointwise", "float",      "exp",         _SPECIAL),
+    TermSpec("Log",     (),                       1,   "pointwise", "float",      "log",         _SPECIAL),
+    TermSpec("Sqrt",    (),                       1,   "pointwise", "float",      "sqrt",        _SPECIAL),
+    TermSpec("Rsqrt",   (),                       1,   "pointwise", "float",      "rsqrt",       _SPECIAL),
+    TermSpec("Recip",   (),                       1,   "pointwise", "float",      "reciprocal",  _SPECIAL),
+    TermSpec("Tanh",    (),                       1,   "pointwise", "float",      "tanh",        _SPECIAL),
+    TermSpec("Sigmoid", (),                       1,   "pointwise", "float",      "sigmoid",     _SPECIAL),
+    TermSpec("Relu",    (),                       1,   "pointwise", "same",       "relu",        _THROUGH),
+    TermSpec("SegmentSet", (),                    1,   "pointwise", "same",       "segment_set", "barrier"),
+    TermSpec("Un",      ("op",),                  1,   "generic",   "given",      None,          "special"),
+    TermSpec("Add",     (),                       2,   "pointwise", "promote",    "add",         _THROUGH),
+    TermSpec("Sub",     (),                       2,   "pointwise", "promote",    "sub",         _THROUGH),
+    TermSpec("Mul",     (),                       2,   "pointwise", "promote",    "mul",         _THROUGH),
+    TermSpec("Div",     (),                       2,   "pointwise", "promote",    "div",         _THROUGH),
+    TermSpec("Maximum", (),                       2,   "pointwise", "promote",    "maximum",     _THROUGH),
+    TermSpec("Minimum", (),                       2,   "pointwise", "promote",    "minimum",     _THROUGH),
+    TermSpec("Pow",     (),                       2,   "pointwise", "promote",    "pow",         _SPECIAL),
+    TermSpec("Bin",     ("op",),                  2,   "generic",   "given"),
+    TermSpec("Tern",    ("op",),                  3,   "generic",   "given",      None,          "special"),
+    TermSpec("Cast",    ("dtype",),               1,   "pointwise", "cast",       None,          "free"),
+    TermSpec("Sum",     ("labels",),              1,   "reduction", "sum",        "sum",         _THROUGH),
+    TermSpec("Max",     ("labels",),              1,   "reduction", "same",       "max",         _THROUGH),
+    TermSpec("Min",     ("labels",),              1,   "reduction", "same",       "min",         _THROUGH),
+    TermSpec("Prod",    ("labels",),              1,   "reduction", "sum",        "prod"),
+    TermSpec("Mean",    ("labels",),              1,   "reduction", "float"),
+    TermSpec("Var",     ("labels", "correction"), 1,   "reduction", "float"),
+    TermSpec("Take",    ("labels",),              2,   "take",      "same",       None,          "moved",
+             encoded_from=("take_along_axis", "gather")),
+    TermSpec("IndexSelect", ("labels",),          2,   "take",      "same",       None,          "moved",
+             encoded_from=("index_select",)),
+    # TakePad: encoded from a pad and a take (encode.take_padded)
+    TermSpec("TakePad", ("labels",),              2,   "take",      "same"),
+    TermSpec("Iota",    ("labels",),              0,   "axis",      "given"),
+)}
+# fmt: on
 
 
 def _check_table() -> None:
