@@ -14,6 +14,7 @@ import torch
 
 import eqsat
 from eqsat import DataType
+from eqsat.reference import torch_arithmetic
 from eqsat.reference import torch_executor as tx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +125,9 @@ def test_integer_division_by_zero_is_an_error_at_its_line(op, dtype):
 
 def test_division_by_zero_gives_values_where_int_by_zero_says(monkeypatch):
     # the one place to change if the GPU's values are wanted instead of an error
-    monkeypatch.setitem(tx.INT_BY_ZERO, "fmod", lambda op, a: torch.where(a >= 0, 2**32 - 1, -1))
+    monkeypatch.setitem(
+        torch_arithmetic.INT_BY_ZERO, "fmod", lambda op, a: torch.where(a >= 0, 2**32 - 1, -1)
+    )
 
     def define(fd):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
