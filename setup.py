@@ -1,6 +1,7 @@
 """The packages are found, never listed by hand: ``eqsat`` and its subpackages, and the
 top-level folders ``rules/`` and ``lowering/`` installed as ``eqsat.rules`` and
 ``eqsat.lowering`` (with theirs). Everything else is in pyproject.toml."""
+
 from setuptools import find_packages, setup
 
 MAPPED = {"eqsat.rules": "rules", "eqsat.lowering": "lowering"}

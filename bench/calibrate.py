@@ -9,8 +9,8 @@ profile's constants, write a profile that ``optimize_fusion(..., profile=PATH)``
 Microbenchmarks (fp32 unless named): pointwise (a*b+a), a long multiply-add chain (compute
 bound), inner, outer and full sums (1-D and 2-D), a reduction of a broadcast product (compute
 bound), softmax and layer norm (persistent normalization), the amax of silu(a) * b over both
-axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages), the
-bfloat16 amax of a centered SiLU per row (a compute-bound normalization), each
+axes, over rows and over columns (a full reduction with a compute-heavy prologue, and its two first stages),
+the bfloat16 amax of a centered SiLU per row (a compute-bound normalization), each
 from launch-bound to bandwidth-bound sizes. For each: the time of one ``execute`` (CUDA
 events, median), the kernels nvFuser runs (torch.profiler, their device time), and the cost
 model's prediction of the same fusion.
@@ -20,6 +20,7 @@ normalization), of ``launch + max(bytes / bandwidth, flops / throughput)`` again
 over the microbenchmarks whose predicted kernel count equals nvFuser's (see fit_kind);
 host_us is the median of (execute time - kernel time) over the launch-bound ones.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,13 @@ import time
 import numpy as np
 
 import eqsat
-from eqsat.cost.profile import HAND_FITTED, KINDS, load_profile
+from eqsat.cost.profile import HAND_FITTED, KernelKind, load_profile
 from eqsat.ir.dtypes import DataType
 from eqsat.testing.seeds import reduction_broadcast_ref
 
 F32 = DataType.Float
 BF16 = DataType.BFloat16
-BF16_SUFFIX = "_bf16"     # microbenchmarks so named take bfloat16 inputs (else float32)
+BF16_SUFFIX = "_bf16"  # microbenchmarks so named take bfloat16 inputs (else float32)
 
 
 def _tensor(fd, rank, dtype=F32):
@@ -54,8 +55,10 @@ def mul_add_chain(fd, length=128):
     x = _tensor(fd, 1)
     y = x
     for i in range(length):
-        y = fd.ops.add(fd.ops.mul(y, fd.define_scalar(1.0001, dtype=DataType.Double)),
-                       fd.define_scalar(0.5 / (i + 1), dtype=DataType.Double))
+        y = fd.ops.add(
+            fd.ops.mul(y, fd.define_scalar(1.0001, dtype=DataType.Double)),
+            fd.define_scalar(0.5 / (i + 1), dtype=DataType.Double),
+        )
     fd.add_output(y)
 
 
@@ -114,9 +117,11 @@ def _silu_amax_bf16(dims):
     (a / (1 + exp(-a)) as neg, exp, add, reciprocal, mul, in float32) and nothing else
     written: 13 counted flops per 2 bytes read, compute-bound on an H100 or H200, so these fit
     the reductions' arithmetic throughput (a full reduction's, an inner and an outer one)."""
+
     def fusion(fd):
         y = _silu_as_thunder_writes_it(fd, fd.ops.cast(_tensor(fd, 2, BF16), F32))
         fd.add_output(fd.ops.max(fd.ops.abs(y), dims=dims))
+
     fusion.__name__ = f"silu_amax_bf16_over_{'_'.join(map(str, dims))}"
     return fusion
 
@@ -154,8 +159,10 @@ def layer_norm(fd):
     shape = fd.ops.shape(x)
     var, mean = fd.ops.var_mean(x, dims=[1], correction=0)
     rstd = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5, dtype=DataType.Double)))
-    y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0])),
-                   fd.ops.broadcast_in_dim(rstd, shape=shape, broadcast_dims=[0]))
+    y = fd.ops.mul(
+        fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0])),
+        fd.ops.broadcast_in_dim(rstd, shape=shape, broadcast_dims=[0]),
+    )
     fd.add_output(y)
 
 
@@ -183,12 +190,12 @@ def microbenchmarks():
             out.append((f"layer_norm_c{columns}", layer_norm, [(r, c)]))
     for n in (64, 128, 256, 512, 768, 1024):
         out.append(("broadcast_product_sum", broadcast_product_sum, [(n, n), (n, n)]))
-    for r, c in _sizes_2d(4096):     # full reductions of 2-D tensors: nvFuser's grid reductions
+    for r, c in _sizes_2d(4096):  # full reductions of 2-D tensors: nvFuser's grid reductions
         out.append(("full_sum_2d_c4096", full_sum_2d, [(r, c)]))
         out.append(("silu_amax_c4096", silu_amax, [(r, c), (r, c)]))
         out.append(("silu_row_amax_c4096", silu_row_amax, [(r, c), (r, c)]))
         out.append(("silu_col_amax_c4096", silu_col_amax, [(r, c), (r, c)]))
-    for r, c in [(1 << p, 4096) for p in (10, 12, 14, 15)]:   # compute-bound: bfloat16 inputs
+    for r, c in [(1 << p, 4096) for p in (10, 12, 14, 15)]:  # compute-bound: bfloat16 inputs
         out.append(("silu_amax_c4096_bf16", _silu_amax_bf16([0, 1]), [(r, c)]))
         out.append(("silu_row_amax_c4096_bf16", _silu_amax_bf16([1]), [(r, c)]))
         out.append(("silu_col_amax_c4096_bf16", _silu_amax_bf16([0]), [(r, c)]))
@@ -213,13 +220,20 @@ def measure(runs: int, only=None) -> list[dict]:
         t = time_us(lambda: fd.execute(inputs), runs, max_seconds=1.0)
         kernels = profile_kernels(lambda: fd.execute(inputs), repeats=5)
         predicted = _predicted(fn, shapes, dtype)
-        records.append({
-            "name": name, "shapes": shapes, "execute_us": t,
-            "kernels": [{"name": k.name, "us": k.us} for k in kernels], "predicted": predicted,
-        })
-        print(f"  {name:24s} {'x'.join(map(str, shapes[0])):>14s} {t:9.1f} us, "
-              f"{len(kernels)} kernel(s) {sum(k.us for k in kernels):9.1f} us, predicted {len(predicted)}",
-              flush=True)
+        records.append(
+            {
+                "name": name,
+                "shapes": shapes,
+                "execute_us": t,
+                "kernels": [{"name": k.name, "us": k.us} for k in kernels],
+                "predicted": predicted,
+            }
+        )
+        print(
+            f"  {name:24s} {'x'.join(map(str, shapes[0])):>14s} {t:9.1f} us, "
+            f"{len(kernels)} kernel(s) {sum(k.us for k in kernels):9.1f} us, predicted {len(predicted)}",
+            flush=True,
+        )
     return records
 
 
@@ -232,8 +246,9 @@ def _input_dtype(name: str):
 def _predicted(fn, shapes, dtype) -> list[dict]:
     import torch
 
-    est = eqsat.estimate_fusion(eqsat.from_function(fn),
-                                [torch.empty(*s, device="meta", dtype=dtype) for s in shapes])
+    est = eqsat.estimate_fusion(
+        eqsat.from_function(fn), [torch.empty(*s, device="meta", dtype=dtype) for s in shapes]
+    )
     return [{"kind": k.kind, "bytes": k.bytes, "flops": k.flops} for k in est.kernels]
 
 
@@ -276,11 +291,18 @@ def fit_kind(samples: list[tuple[float, float, float]]) -> tuple[dict, dict]:
         bws = np.geomspace(best[1] / 1.2, best[1] * 1.2, 31)
         gfs = np.geomspace(best[2] / 1.5, best[2] * 1.5, 31)
     rel = np.abs(_kernel_time(*best, b, f) / t - 1.0)
-    consts = {"launch_us": round(best[0], 3), "bandwidth_GBps": round(best[1], 1), "gflops": round(best[2], 1)}
-    quality = {"samples": len(samples), "fitted_on": int(big.sum()),
-               "median_rel_error": round(float(np.median(rel)), 4),
-               "median_rel_error_fitted": round(float(np.median(rel[big])), 4),
-               "max_rel_error": round(float(rel.max()), 4)}
+    consts = {
+        "launch_us": round(best[0], 3),
+        "bandwidth_GBps": round(best[1], 1),
+        "gflops": round(best[2], 1),
+    }
+    quality = {
+        "samples": len(samples),
+        "fitted_on": int(big.sum()),
+        "median_rel_error": round(float(np.median(rel)), 4),
+        "median_rel_error_fitted": round(float(np.median(rel[big])), 4),
+        "max_rel_error": round(float(rel.max()), 4),
+    }
     return consts, quality
 
 
@@ -297,20 +319,26 @@ def grid_throughput(grid: dict, quality: dict, reduction: dict, samples) -> tupl
     grid = {**grid, "gflops": reduction["gflops"]}
     b, f, t = (np.array([s[i] for s in samples], dtype=float) for i in range(3))
     rel = np.abs(_kernel_time(grid["launch_us"], grid["bandwidth_GBps"], grid["gflops"], b, f) / t - 1.0)
-    return grid, {**quality, "gflops": "the reduction's (no compute-bound sample)",
-                  "median_rel_error": round(float(np.median(rel)), 4), "max_rel_error": round(float(rel.max()), 4)}
+    return grid, {
+        **quality,
+        "gflops": "the reduction's (no compute-bound sample)",
+        "median_rel_error": round(float(np.median(rel)), 4),
+        "max_rel_error": round(float(rel.max()), 4),
+    }
 
 
 def fit(records: list[dict], device: str) -> tuple[dict, dict]:
     """A profile (as a dict) and a fit report from microbenchmark records."""
-    per_kind: dict[str, list] = {k: [] for k in KINDS}
+    per_kind: dict[str, list] = {k: [] for k in KernelKind}
     host = []
     mismatched = []
     for r in records:
         nvf = [k for k in r["kernels"] if k["name"].startswith("nvf")] or r["kernels"]
         if len(nvf) != len(r["predicted"]):
-            mismatched.append(f"{r['name']} {r['shapes'][0]}: predicted {len(r['predicted'])} kernels, "
-                              f"nvFuser ran {len(nvf)}")
+            mismatched.append(
+                f"{r['name']} {r['shapes'][0]}: predicted {len(r['predicted'])} kernels, "
+                f"nvFuser ran {len(nvf)}"
+            )
             continue
         device_us = sum(k["us"] for k in nvf)
         if len(nvf) == 1:
@@ -320,53 +348,76 @@ def fit(records: list[dict], device: str) -> tuple[dict, dict]:
             host.append(r["execute_us"] - device_us)
     default = load_profile()
     kinds, quality = {}, {}
-    for kind in KINDS:
+    for kind in KernelKind:
         if len(per_kind[kind]) >= 3:
             kinds[kind], quality[kind] = fit_kind(per_kind[kind])
             if kind == "grid_reduction" and "reduction" in kinds:
-                kinds[kind], quality[kind] = grid_throughput(kinds[kind], quality[kind], kinds["reduction"],
-                                                             per_kind[kind])
+                kinds[kind], quality[kind] = grid_throughput(
+                    kinds[kind], quality[kind], kinds["reduction"], per_kind[kind]
+                )
         else:
             c = default.kinds[kind]
             kinds[kind] = {"launch_us": c.launch_us, "bandwidth_GBps": c.bandwidth_GBps, "gflops": c.gflops}
             quality[kind] = {"samples": len(per_kind[kind]), "note": "too few samples; kept the default"}
-        for field in HAND_FITTED:      # the microbenchmarks draw nothing and have no inner-outer kernel
+        for field in HAND_FITTED:  # the microbenchmarks draw nothing and have no inner-outer kernel
             if getattr(default.kinds[kind], field):
                 kinds[kind][field] = getattr(default.kinds[kind], field)
     host_us = round(statistics.median(host), 2) if host else default.host_us
-    profile = {"name": f"{device}, calibrated by bench/calibrate.py",
-               "source": f"bench/calibrate.py on {device}, {time.strftime('%Y-%m-%d')}: "
-                         f"{len(records)} microbenchmarks, {len(mismatched)} left out of the fit "
-                         "(kernel count differs from the prediction); "
-                         f"{', '.join(HAND_FITTED)} as the default profile's",
-               "host_us": host_us, "kinds": kinds,
-               "special_function_weight": default.special_function_weight,
-               "fit": quality}
+    profile = {
+        "name": f"{device}, calibrated by bench/calibrate.py",
+        "source": f"bench/calibrate.py on {device}, {time.strftime('%Y-%m-%d')}: "
+        f"{len(records)} microbenchmarks, {len(mismatched)} left out of the fit "
+        "(kernel count differs from the prediction); "
+        f"{', '.join(HAND_FITTED)} as the default profile's",
+        "host_us": host_us,
+        "kinds": kinds,
+        "special_function_weight": default.special_function_weight,
+        "fit": quality,
+    }
     # end-to-end check: the whole model with the fitted profile against each execute time
     prof = load_profile(profile)
     rel = []
     for r in records:
-        pred = prof.host_us + sum(_kernel_time(prof.kinds[p["kind"]].launch_us, prof.kinds[p["kind"]].bandwidth_GBps,
-                                               prof.kinds[p["kind"]].gflops, p["bytes"], p["flops"])
-                                  for p in r["predicted"])
+        pred = prof.host_us + sum(
+            _kernel_time(
+                prof.kinds[p["kind"]].launch_us,
+                prof.kinds[p["kind"]].bandwidth_GBps,
+                prof.kinds[p["kind"]].gflops,
+                p["bytes"],
+                p["flops"],
+            )
+            for p in r["predicted"]
+        )
         rel.append(abs(pred / r["execute_us"] - 1.0))
-    report = {"per_kind": quality, "host_us_samples": len(host),
-              "execute_time_rel_error": {"median": round(float(np.median(rel)), 4),
-                                         "p90": round(float(np.quantile(rel, 0.9)), 4),
-                                         "max": round(float(max(rel)), 4)},
-              "left_out": mismatched}
+    report = {
+        "per_kind": quality,
+        "host_us_samples": len(host),
+        "execute_time_rel_error": {
+            "median": round(float(np.median(rel)), 4),
+            "p90": round(float(np.quantile(rel, 0.9)), 4),
+            "max": round(float(max(rel)), 4),
+        },
+        "left_out": mismatched,
+    }
     profile["fit"] = {**quality, "execute_time_rel_error": report["execute_time_rel_error"]}
     return profile, report
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, help="profile JSON to write")
     parser.add_argument("--raw", help="also write the raw measurements here")
-    parser.add_argument("--fit", metavar="RAW", nargs="+",
-                        help="fit recorded measurements (several files: their records together) instead of measuring")
-    parser.add_argument("--only", metavar="NAME", nargs="+",
-                        help="measure only the microbenchmarks whose name starts so")
+    parser.add_argument(
+        "--fit",
+        metavar="RAW",
+        nargs="+",
+        help="fit recorded measurements (several files: their records together) instead of measuring",
+    )
+    parser.add_argument(
+        "--only", metavar="NAME", nargs="+", help="measure only the microbenchmarks whose name starts so"
+    )
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args(argv)
     if args.fit:
@@ -383,8 +434,11 @@ def main(argv=None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            print("calibrate.py measures on a CUDA GPU with nvFuser; none is available here "
-                  "(use --fit RAW to refit recorded measurements)", file=sys.stderr)
+            print(
+                "calibrate.py measures on a CUDA GPU with nvFuser; none is available here "
+                "(use --fit RAW to refit recorded measurements)",
+                file=sys.stderr,
+            )
             return 2
         device = torch.cuda.get_device_name(0)
         print(f"measuring on {device}")
@@ -397,7 +451,7 @@ def main(argv=None) -> int:
         json.dump(profile, f, indent=2)
         f.write("\n")
     print(f"\nwrote {args.out}: host {profile['host_us']} us")
-    for kind in KINDS:
+    for kind in KernelKind:
         print(f"  {kind:14s} {profile['kinds'][kind]}  fit {report['per_kind'][kind]}")
     print(f"  execute time, relative error over all microbenchmarks: {report['execute_time_rel_error']}")
     for line in report["left_out"]:

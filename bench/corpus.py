@@ -6,7 +6,8 @@ host cost overlapped) and ``device_us`` (the kernels alone, from torch.profiler)
 kernel count, and the cost model's predictions beside them.
 
     python bench/corpus.py [--corpus DIR ...] [--frontend F] [--json out.json] [--only NAME ...]   # GPU
-    python bench/corpus.py --predict out.json [--profile P] [--host-scale auto|F]   # CPU: re-predict a recorded run
+    python bench/corpus.py --predict out.json [--profile P] [--host-scale auto|F]
+        # CPU: re-predict a recorded run
     python bench/corpus.py --predict RUN.json ... --fit-error PROFILE.json ...   # CPU: fit the error table
 
 By default both corpora run: ../shared/corpus and ../shared/corpus_thunder (EQSAT_CORPUS,
@@ -31,6 +32,7 @@ after a change to the cost model or a new recorded run, with this one command:
     python bench/corpus.py --predict bench/results/h200_pairs_host_fit_035.json \
         --fit-error eqsat/cost/profiles/h200_host_fit.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +52,11 @@ from eqsat.cost.error_table import fit_error_table, shortfall
 from eqsat.cost.profile import Profile, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_CORPORA = [pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus")),
-                   pathlib.Path(os.environ.get("EQSAT_CORPUS_THUNDER", ROOT.parent / "shared" / "corpus_thunder"))]
-SLOWER = 1.03        # target: no fusion slower than as given by more than 3%
+DEFAULT_CORPORA = [
+    pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus")),
+    pathlib.Path(os.environ.get("EQSAT_CORPUS_THUNDER", ROOT.parent / "shared" / "corpus_thunder")),
+]
+SLOWER = 1.03  # target: no fusion slower than as given by more than 3%
 
 
 def corpus_paths(corpora: list[pathlib.Path], only) -> list[pathlib.Path]:
@@ -73,9 +77,15 @@ def _measure(fd, inputs, runs, kernels=True):
         return {"us": t, "steady_us": steady}
     kernels = profile_kernels(lambda: fd.execute(inputs), repeats=5)
     nvf = [k for k in kernels if k.is_nvfuser]
-    return {"us": t, "steady_us": steady, "device_us": round(sum(k.us for k in kernels), 2),
-            "kernels": len(nvf), "other_kernels": len(kernels) - len(nvf),
-            "kernel_names": [k.name for k in kernels], "kernel_us": [round(k.us, 2) for k in kernels]}
+    return {
+        "us": t,
+        "steady_us": steady,
+        "device_us": round(sum(k.us for k in kernels), 2),
+        "kernels": len(nvf),
+        "other_kernels": len(kernels) - len(nvf),
+        "kernel_names": [k.name for k in kernels],
+        "kernel_us": [round(k.us, 2) for k in kernels],
+    }
 
 
 # each fusion is timed this many times, as given and optimized in turn, and the least of each
@@ -112,13 +122,22 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend, min_gain=None, rel
     from eqsat.reference.index_inputs import in_range_inputs
 
     repro = eqsat.from_file(path)
-    opt = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile, min_gain=min_gain,
-                                relower=relower)
+    opt = eqsat.optimize_fusion(
+        repro.fusion, repro.inputs, profile=profile, min_gain=min_gain, relower=relower
+    )
     rep = opt.report
-    row = {"name": path.stem, "frontend": repro.frontend, "changed": rep.changed,
-           "profile": profile, "min_gain": min_gain, "relower": relower,
-           "optimizer_ms": round(rep.seconds * 1e3, 1), "predicted_before": rep.before.summary(),
-           "predicted_after": rep.after.summary(), "rules": rep.rules}
+    row = {
+        "name": path.stem,
+        "frontend": repro.frontend,
+        "changed": rep.changed,
+        "profile": profile,
+        "min_gain": min_gain,
+        "relower": relower,
+        "optimizer_ms": round(rep.seconds * 1e3, 1),
+        "predicted_before": rep.before.summary(),
+        "predicted_after": rep.after.summary(),
+        "rules": rep.rules,
+    }
     cuda = to_device(in_range_inputs(repro.fusion, repro.inputs), "cuda", repro.fusion)
     given = as_given(repro)
     ours = opt.to_nvfuser(frontend)
@@ -128,15 +147,20 @@ def run_one(path: pathlib.Path, runs: int, profile, frontend, min_gain=None, rel
     row["optimized"] = _least(r[-1] for r in rounds)
     if not any(n.op in ("uniform", "normal") and n.arg("rng_seed") is None for n in repro.fusion.nodes):
         a, b = _outputs(given, cuda), _outputs(ours, cuda)
-        returned = [rtol for rtol, out in zip(output_rtols(repro.fusion), repro.fusion.outputs, strict=True)
-                    if out.alias_input is None]             # aliased outputs are not returned
+        returned = [
+            rtol
+            for rtol, out in zip(output_rtols(repro.fusion), repro.fusion.outputs, strict=True)
+            if out.alias_input is None
+        ]  # aliased outputs are not returned
         rtols = returned + [None] * (len(a) - len(returned))
         if len(a) != len(b):
             row["mismatch"] = [f"{len(b)} outputs instead of {len(a)}"]
         else:
-            row["mismatch"] = [f"output {i}: {m}"
-                               for i, (x, y, rtol) in enumerate(zip(a, b, rtols, strict=True))
-                               if (m := mismatch(y, x, rtol=rtol))]
+            row["mismatch"] = [
+                f"output {i}: {m}"
+                for i, (x, y, rtol) in enumerate(zip(a, b, rtols, strict=True))
+                if (m := mismatch(y, x, rtol=rtol))
+            ]
     row["speedup"] = row["given"]["us"] / row["optimized"]["us"]
     row["speedup_steady"] = row["given"]["steady_us"] / row["optimized"]["steady_us"]
     torch.cuda.synchronize()
@@ -147,26 +171,39 @@ def summarize(rows: list[dict]) -> dict:
     ok = [r for r in rows if "error" not in r]
     changed = [r for r in ok if r["changed"]]
     slower = [r["name"] for r in changed if r["optimized"]["us"] > SLOWER * r["given"]["us"]]
-    slower_steady = [r["name"] for r in changed if "steady_us" in r["given"]
-                     and r["optimized"]["steady_us"] > SLOWER * r["given"]["steady_us"]]
+    slower_steady = [
+        r["name"]
+        for r in changed
+        if "steady_us" in r["given"] and r["optimized"]["steady_us"] > SLOWER * r["given"]["steady_us"]
+    ]
     kc_before = [r for r in ok if r["predicted_before"]["kernels"] == r["given"]["kernels"]]
     kc_after = [r for r in ok if r["predicted_after"]["kernels"] == r["optimized"]["kernels"]]
     time_err = [abs(r["predicted_before"]["time_us"] / r["given"]["us"] - 1) for r in ok]
-    steady_err = [abs(r["predicted_before"]["time_us"] / r["given"]["steady_us"] - 1) for r in ok
-                  if "steady_us" in r["given"]]
+    steady_err = [
+        abs(r["predicted_before"]["time_us"] / r["given"]["steady_us"] - 1)
+        for r in ok
+        if "steady_us" in r["given"]
+    ]
     timed = [r for r in changed if "steady_us" in r["given"]]
-    ordered = [r for r in timed if (r["predicted_after"]["time_us"] < r["predicted_before"]["time_us"]) ==
-               (r["optimized"]["steady_us"] < r["given"]["steady_us"])]
-    return {"fusions": len(rows), "errors": [r["name"] for r in rows if "error" in r],
-            "changed": len(changed),
-            "ordered_as_measured_steady_state": f"{len(ordered)}/{len(timed)}",
-            "slower_than_given_by_3pct": slower,
-            "slower_than_given_by_3pct_steady_state": slower_steady,
-            "mismatches": [r["name"] for r in ok if r.get("mismatch")],
-            "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
-            "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
-            "time_rel_error_given": _quantiles(time_err),
-            "time_rel_error_given_steady_state": _quantiles(steady_err)}
+    ordered = [
+        r
+        for r in timed
+        if (r["predicted_after"]["time_us"] < r["predicted_before"]["time_us"])
+        == (r["optimized"]["steady_us"] < r["given"]["steady_us"])
+    ]
+    return {
+        "fusions": len(rows),
+        "errors": [r["name"] for r in rows if "error" in r],
+        "changed": len(changed),
+        "ordered_as_measured_steady_state": f"{len(ordered)}/{len(timed)}",
+        "slower_than_given_by_3pct": slower,
+        "slower_than_given_by_3pct_steady_state": slower_steady,
+        "mismatches": [r["name"] for r in ok if r.get("mismatch")],
+        "kernel_count_match_given": f"{len(kc_before)}/{len(ok)}",
+        "kernel_count_match_optimized": f"{len(kc_after)}/{len(ok)}",
+        "time_rel_error_given": _quantiles(time_err),
+        "time_rel_error_given_steady_state": _quantiles(steady_err),
+    }
 
 
 def _quantiles(errors: list[float]) -> dict:
@@ -174,12 +211,17 @@ def _quantiles(errors: list[float]) -> dict:
     if not errors:
         return {"median": None, "p90": None}
     ordered = sorted(errors)
-    return {"median": round(statistics.median(ordered), 3), "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3)}
+    return {
+        "median": round(statistics.median(ordered), 3),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
+    }
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"{'fusion':44s} {'given us':>9s} {'eqsat us':>9s} {'speedup':>7s} {'steady':>7s} "
-             f"{'device':>7s}  kernels (pred/actual)  time pred/actual"]
+    lines = [
+        f"{'fusion':44s} {'given us':>9s} {'eqsat us':>9s} {'speedup':>7s} {'steady':>7s} "
+        f"{'device':>7s}  kernels (pred/actual)  time pred/actual"
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['name']:44s} error: {r['error'].splitlines()[-1][:80]}")
@@ -188,22 +230,25 @@ def table(rows: list[dict]) -> str:
         kb = f"{r['predicted_before']['kernels']}/{g['kernels']}"
         ka = f"{r['predicted_after']['kernels']}/{o['kernels']}"
         device = g["device_us"] / o["device_us"] if o.get("device_us") else float("nan")
-        lines.append(f"{r['name']:44s} {g['us']:9.1f} {o['us']:9.1f} {r['speedup']:7.2f} "
-                     f"{r.get('speedup_steady', float('nan')):7.2f} {device:7.2f}  "
-                     f"{kb:>5s} -> {ka:<5s}{'*' if r['changed'] else ' '}          "
-                     f"{r['predicted_before']['time_us'] / g['us']:5.2f}")
+        lines.append(
+            f"{r['name']:44s} {g['us']:9.1f} {o['us']:9.1f} {r['speedup']:7.2f} "
+            f"{r.get('speedup_steady', float('nan')):7.2f} {device:7.2f}  "
+            f"{kb:>5s} -> {ka:<5s}{'*' if r['changed'] else ' '}          "
+            f"{r['predicted_before']['time_us'] / g['us']:5.2f}"
+        )
     return "\n".join(lines)
 
 
-def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = False,
-              host_scale: str | None = None) -> list[dict]:
+def repredict(
+    path: str, corpora: list[pathlib.Path], profile, quiet: bool = False, host_scale: str | None = None
+) -> list[dict]:
     """The rows of a recorded run with the predictions recomputed under ``profile`` (rows whose
     file is not in ``corpora`` are left out): as given, and the recorded candidate where the
     model still picks it (else its recorded prediction stays, ``predicted_after_recorded``);
     prints where the kernel count differs unless ``quiet``."""
     with open(path) as f:
         recorded = json.load(f)
-    scaled = {}         # the row's host probe (or the scale given) -> the profile scaled to it
+    scaled = {}  # the row's host probe (or the scale given) -> the profile scaled to it
 
     def profile_of(row):
         """The profile, its host constants scaled to the machine ``row`` was measured on."""
@@ -211,9 +256,12 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
             return profile
         key = host_scale if host_scale != "auto" else _probe_of(recorded, row, path)
         if key not in scaled:
-            scaled[key] = load_profile(profile).with_host_scale(_host_scale(host_scale, recorded, row, profile, path))
+            scaled[key] = load_profile(profile).with_host_scale(
+                _host_scale(host_scale, recorded, row, profile, path)
+            )
             print(f"predicting with {scaled[key].name}")
         return scaled[key]
+
     rows = []
     for r in recorded["rows"]:
         if "error" in r:
@@ -229,7 +277,7 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
         r["predicted_before"] = est.summary()
         if not r["changed"]:
             r["predicted_after"] = r["predicted_before"]
-        else:                       # the recorded candidate, predicted by this model where it picks it
+        else:  # the recorded candidate, predicted by this model where it picks it
             pair = _predicted_pair(r, profile_of(r), repro)
             if pair is not None:
                 r["predicted_after"] = pair[1]
@@ -237,8 +285,10 @@ def repredict(path: str, corpora: list[pathlib.Path], profile, quiet: bool = Fal
                 r["predicted_after_recorded"] = True
         rows.append(r)
         if est.summary()["kernels"] != r["given"]["kernels"] and not quiet:
-            print(f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "
-                  f"{', '.join(n[:60] for n in r['given']['kernel_names'])}")
+            print(
+                f"{r['name']:44s} predicted {len(est.kernels)} kernels, nvFuser ran {r['given']['kernels']}: "
+                f"{', '.join(n[:60] for n in r['given']['kernel_names'])}"
+            )
     return rows
 
 
@@ -258,8 +308,9 @@ def _probe_of(recorded: dict, row: dict, path: str) -> float:
     if probe is None and recorded.get("host_probe_us"):
         probe = statistics.mean(recorded["host_probe_us"])
     if probe is None:
-        raise SystemExit(f"{path} recorded no host probe (runs before it was added did not); "
-                         f"give --host-scale a number")
+        raise SystemExit(
+            f"{path} recorded no host probe (runs before it was added did not); give --host-scale a number"
+        )
     return probe
 
 
@@ -288,32 +339,53 @@ def fit_error(runs: list[str], profiles: list[str], corpora: list[pathlib.Path])
                 other.append(r["name"])
                 continue
             b, a = predicted
-            samples.append((b["kernels"], b["time_us"],
-                            shortfall(b["time_us"], a["time_us"], r["given"]["steady_us"],
-                                      r["optimized"]["steady_us"])))
+            samples.append(
+                (
+                    b["kernels"],
+                    b["time_us"],
+                    shortfall(
+                        b["time_us"], a["time_us"], r["given"]["steady_us"], r["optimized"]["steady_us"]
+                    ),
+                )
+            )
         if missing:
-            print(f"{profile}: left out {len(missing)} pairs whose file is in none of {', '.join(map(str, corpora))}: "
-                  f"{', '.join(missing)}", file=sys.stderr)
+            print(
+                f"{profile}: left out {len(missing)} pairs whose file is in none of "
+                f"{', '.join(map(str, corpora))}: "
+                f"{', '.join(missing)}",
+                file=sys.stderr,
+            )
         if other:
-            print(f"{profile}: left out {len(other)} pairs whose candidate the model no longer picks "
-                  f"(other rules, or none, at the run's min_gain): {', '.join(other)}", file=sys.stderr)
+            print(
+                f"{profile}: left out {len(other)} pairs whose candidate the model no longer picks "
+                f"(other rules, or none, at the run's min_gain): {', '.join(other)}",
+                file=sys.stderr,
+            )
         if not samples:
-            print(f"{profile}: no recorded pair was made with it (record one with --profile and "
-                  f"--min-gain 0); its table is left as it is", file=sys.stderr)
+            print(
+                f"{profile}: no recorded pair was made with it (record one with --profile and "
+                f"--min-gain 0); its table is left as it is",
+                file=sys.stderr,
+            )
             continue
         names = ", ".join(pathlib.Path(r).name for r in runs)
-        table = fit_error_table(samples, source=f"bench/corpus.py --fit-error, {time.strftime('%Y-%m-%d')}: "
-                                                f"{len(samples)} (as given, candidate) pairs of {names}")
+        table = fit_error_table(
+            samples,
+            source=f"bench/corpus.py --fit-error, {time.strftime('%Y-%m-%d')}: "
+            f"{len(samples)} (as given, candidate) pairs of {names}",
+        )
         with open(profile, encoding="utf-8") as f:
             data = json.load(f)
         data["error"] = table.to_dict()
-        Profile.from_dict(data, profile)          # refuse to write a bad one
+        Profile.from_dict(data, profile)  # refuse to write a bad one
         text = _compact(json.dumps(data, indent=2, ensure_ascii=False))
         tmp = f"{profile}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text + "\n")
         os.replace(tmp, profile)
-        print(f"{profile}: the saving predicted and not measured, over {len(samples)} pairs\n{table.text()}\n")
+        print(
+            f"{profile}: the saving predicted and not measured, over {len(samples)} pairs\n{table.text()}\n"
+        )
     return 0
 
 
@@ -327,7 +399,9 @@ def _predicted_pair(row: dict, profile, repro) -> tuple[dict, dict] | None:
     (``repro``) optimized again with ``profile`` at the run's min_gain, or None where it no
     longer picks the recorded candidate (other rules): the measured pair is then of another
     candidate."""
-    rep = eqsat.optimize_fusion(repro.fusion, repro.inputs, profile=profile, min_gain=row.get("min_gain")).report
+    rep = eqsat.optimize_fusion(
+        repro.fusion, repro.inputs, profile=profile, min_gain=row.get("min_gain")
+    ).report
     if not rep.changed or sorted(rep.rules) != sorted(row["rules"]):
         return None
     return rep.before.summary(), rep.after.summary()
@@ -346,39 +420,71 @@ def _compact(text: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=pathlib.Path, nargs="+", default=DEFAULT_CORPORA,
-                        help="corpus folders (default: ../shared/corpus and ../shared/corpus_thunder)")
-    parser.add_argument("--frontend", choices=["nvfuser", "nvfuser_direct"],
-                        help="lower the optimized fusion to this frontend (default: the file's own)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--corpus",
+        type=pathlib.Path,
+        nargs="+",
+        default=DEFAULT_CORPORA,
+        help="corpus folders (default: ../shared/corpus and ../shared/corpus_thunder)",
+    )
+    parser.add_argument(
+        "--frontend",
+        choices=["nvfuser", "nvfuser_direct"],
+        help="lower the optimized fusion to this frontend (default: the file's own)",
+    )
     parser.add_argument("--json")
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--profile", help="cost-model profile (default: the packaged one)")
-    parser.add_argument("--min-gain", type=float,
-                        help="optimize_fusion's min_gain (0: keep every candidate predicted cheaper, "
-                             "to record (as given, candidate) pairs the margin is fitted on)")
+    parser.add_argument(
+        "--min-gain",
+        type=float,
+        help="optimize_fusion's min_gain (0: keep every candidate predicted cheaper, "
+        "to record (as given, candidate) pairs the margin is fitted on)",
+    )
     parser.add_argument("--relower", action="store_true", help="optimize_fusion's relower=True")
-    parser.add_argument("--predict", metavar="RECORDED", nargs="+",
-                        help="re-predict recorded runs on the CPU (several only with --fit-error)")
-    parser.add_argument("--host-scale", metavar="auto|F",
-                        help="with --predict: the profile's host constants times F, or (auto) scaled "
-                             "to the run's own machine by the host probe it recorded")
-    parser.add_argument("--fit-error", metavar="PROFILE", nargs="+",
-                        help="with --predict: fit each profile's error table on the recorded runs "
-                             "(predicted with that profile) and write it into the profile's file")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows already in --json and run only the fusions it lacks")
+    parser.add_argument(
+        "--predict",
+        metavar="RECORDED",
+        nargs="+",
+        help="re-predict recorded runs on the CPU (several only with --fit-error)",
+    )
+    parser.add_argument(
+        "--host-scale",
+        metavar="auto|F",
+        help="with --predict: the profile's host constants times F, or (auto) scaled "
+        "to the run's own machine by the host probe it recorded",
+    )
+    parser.add_argument(
+        "--fit-error",
+        metavar="PROFILE",
+        nargs="+",
+        help="with --predict: fit each profile's error table on the recorded runs "
+        "(predicted with that profile) and write it into the profile's file",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows already in --json and run only the fusions it lacks",
+    )
     args = parser.parse_args(argv)
     corpora = [c for c in args.corpus if c.is_dir()]
     if not corpora:
-        print(f"no corpus at {', '.join(map(str, args.corpus))} (set --corpus, EQSAT_CORPUS or "
-              "EQSAT_CORPUS_THUNDER)", file=sys.stderr)
+        print(
+            f"no corpus at {', '.join(map(str, args.corpus))} (set --corpus, EQSAT_CORPUS or "
+            "EQSAT_CORPUS_THUNDER)",
+            file=sys.stderr,
+        )
         return 2
     if args.fit_error:
         if not args.predict or args.profile:
-            parser.error("--fit-error needs --predict RUN.json ...; each profile given to it predicts "
-                         "the runs itself (no --profile)")
+            parser.error(
+                "--fit-error needs --predict RUN.json ...; each profile given to it predicts "
+                "the runs itself (no --profile)"
+            )
         return fit_error(args.predict, args.fit_error, corpora)
     if args.predict:
         if len(args.predict) > 1:
@@ -398,7 +504,7 @@ def main(argv=None) -> int:
     done = {r["name"] for r in rows}
     start = time.time()
     device = torch.cuda.get_device_name(0)
-    probes = _probe([])         # this machine's host speed, before and after
+    probes = _probe([])  # this machine's host speed, before and after
     for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
@@ -407,17 +513,24 @@ def main(argv=None) -> int:
         except Exception as err:
             rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
         r = rows[-1]
-        if probes:          # the host speed this row was measured at (a resumed run mixes machines)
+        if probes:  # the host speed this row was measured at (a resumed run mixes machines)
             r["host_probe_us"] = probes[0]
-        msg = r.get("error", "").splitlines()[-1:] if "error" in r else \
-            [f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady {r['given']['steady_us']:.1f} -> "
-             f"{r['optimized']['steady_us']:.1f}, device {r['given']['device_us']:.1f} -> "
-             f"{r['optimized']['device_us']:.1f}), kernels {r['given']['kernels']} -> "
-             f"{r['optimized']['kernels']} (predicted {r['predicted_before']['kernels']} -> "
-             f"{r['predicted_after']['kernels']})" + (f" MISMATCH {r['mismatch']}" if r.get("mismatch") else "")]
+        msg = (
+            r.get("error", "").splitlines()[-1:]
+            if "error" in r
+            else [
+                f"{r['given']['us']:.1f} -> {r['optimized']['us']:.1f} us (steady "
+                f"{r['given']['steady_us']:.1f} -> "
+                f"{r['optimized']['steady_us']:.1f}, device {r['given']['device_us']:.1f} -> "
+                f"{r['optimized']['device_us']:.1f}), kernels {r['given']['kernels']} -> "
+                f"{r['optimized']['kernels']} (predicted {r['predicted_before']['kernels']} -> "
+                f"{r['predicted_after']['kernels']})"
+                + (f" MISMATCH {r['mismatch']}" if r.get("mismatch") else "")
+            ]
+        )
         print(f"[{time.time() - start:6.1f}s] {path.stem}: {msg[0] if msg else ''}", flush=True)
         torch.cuda.empty_cache()
-        if args.json:        # after every fusion: a run cut short keeps what it measured
+        if args.json:  # after every fusion: a run cut short keeps what it measured
             _write(args.json, device, rows, probes)
     probes = _probe(probes)
     if args.json:
@@ -434,14 +547,19 @@ def _probe(probes: list[float]) -> list[float]:
     except Exception as err:  # the probe is a side measurement: the corpus matters more
         print(f"host probe failed: {type(err).__name__}: {err}", flush=True)
         return probes
-    print(f"host probe: {us:.1f} us at steady state (predicted {host_probe.predicted().time_us:.1f})", flush=True)
+    print(
+        f"host probe: {us:.1f} us at steady state (predicted {host_probe.predicted().time_us:.1f})",
+        flush=True,
+    )
     return [*probes, us]
 
 
 def _write(path, device, rows, probes):
     rows = sorted(rows, key=lambda r: r["name"])
     with open(path, "w") as f:
-        json.dump({"device": device, "host_probe_us": probes, "summary": summarize(rows), "rows": rows}, f, indent=1)
+        json.dump(
+            {"device": device, "host_probe_us": probes, "summary": summarize(rows), "rows": rows}, f, indent=1
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ such records.
 process included), else every fusion in this one process. The seeds are optimized in-process
 only (they are functions, not files).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,20 @@ def _files(corpora: list[str], only: list[str]) -> list[pathlib.Path]:
 
 def _row_of_report(opt, seconds: float) -> dict:
     r = opt.report
-    return {"changed": r.changed, "source": _sha(opt.source), "estimated": r.estimated,
-            "stop": r.saturation.stop, "iterations": r.saturation.iterations,
-            "e_nodes": r.saturation.e_nodes, "before_us": round(r.before.time_us, 3),
-            "after_us": round(r.after.time_us, 3), "rules": r.rules, "seconds": round(seconds, 3),
-            "phases": {k: round(v, 3) for k, v in r.phases.items()},
-            "cut": [n for n in r.notes if n.startswith("the deadline")]}
+    return {
+        "changed": r.changed,
+        "source": _sha(opt.source),
+        "estimated": r.estimated,
+        "stop": r.saturation.stop,
+        "iterations": r.saturation.iterations,
+        "e_nodes": r.saturation.e_nodes,
+        "before_us": round(r.before.time_us, 3),
+        "after_us": round(r.after.time_us, 3),
+        "rules": r.rules,
+        "seconds": round(seconds, 3),
+        "phases": {k: round(v, 3) for k, v in r.phases.items()},
+        "cut": [n for n in r.notes if n.startswith("the deadline")],
+    }
 
 
 def _in_process(files, deadline, only) -> dict:
@@ -56,8 +65,13 @@ def _in_process(files, deadline, only) -> dict:
     from eqsat.testing.seeds import SEEDS
 
     rows = {}
-    items = [] if only else [(f"seed:{n}", s.model_ref, s.make_inputs(*s.demo_shape, device="meta"))
-                             for n, s in SEEDS.items()]
+    items = (
+        []
+        if only
+        else [
+            (f"seed:{n}", s.model_ref, s.make_inputs(*s.demo_shape, device="meta")) for n, s in SEEDS.items()
+        ]
+    )
     for path in files:
         repro = eqsat.from_file(path, device="meta")
         items.append((f"{path.parent.name}/{path.name}", repro.fusion, repro.inputs))
@@ -65,8 +79,9 @@ def _in_process(files, deadline, only) -> dict:
         start = time.perf_counter()
         opt = eqsat.optimize_fusion(definition, inputs, deadline_s=deadline)
         rows[name] = _row_of_report(opt, time.perf_counter() - start)
-        print(f"{name:60s} {rows[name]['seconds']:7.3f} s {'*' if rows[name]['changed'] else ' '}",
-              flush=True)
+        print(
+            f"{name:60s} {rows[name]['seconds']:7.3f} s {'*' if rows[name]['changed'] else ' '}", flush=True
+        )
     return rows
 
 
@@ -84,9 +99,13 @@ def _cold_cli(files, deadline) -> dict:
             rows[name] = {"error": done.stderr[-500:], "seconds": round(seconds, 3)}
         else:
             out = json.loads(done.stdout)
-            rows[name] = {"changed": out["changed"], "source": _sha(out["source"]),
-                          "estimated": out.get("estimated"), "cut": out.get("cut"),
-                          "seconds": round(seconds, 3)}
+            rows[name] = {
+                "changed": out["changed"],
+                "source": _sha(out["source"]),
+                "estimated": out.get("estimated"),
+                "cut": out.get("cut"),
+                "seconds": round(seconds, 3),
+            }
         print(f"{name:60s} {seconds:7.3f} s {'*' if rows[name].get('changed') else ' '}", flush=True)
     return rows
 
@@ -102,32 +121,44 @@ def record(args) -> int:
             rows = _cold_cli(files, "default" if args.deadline is None else deadline)
         else:
             import eqsat.optimize
-            rows = _in_process(files, eqsat.optimize.DEADLINE_S if args.deadline is None else deadline,
-                               args.only)
+
+            rows = _in_process(
+                files, eqsat.optimize.DEADLINE_S if args.deadline is None else deadline, args.only
+            )
     finally:
         for p in spinners:
             p.terminate()
-    pathlib.Path(args.out).write_text(json.dumps({"busy": args.busy, "deadline": args.deadline,
-                                                  "cli": args.cli, "rows": rows}, indent=1))
+    pathlib.Path(args.out).write_text(
+        json.dumps({"busy": args.busy, "deadline": args.deadline, "cli": args.cli, "rows": rows}, indent=1)
+    )
     slowest = max(rows.items(), key=lambda kv: kv[1]["seconds"])
-    print(f"{len(rows)} fusions, {sum(bool(r.get('changed')) for r in rows.values())} changed; slowest "
-          f"{slowest[0]} {slowest[1]['seconds']:.2f} s")
+    print(
+        f"{len(rows)} fusions, {sum(bool(r.get('changed')) for r in rows.values())} changed; slowest "
+        f"{slowest[0]} {slowest[1]['seconds']:.2f} s"
+    )
     return 0
 
 
 def compare(args) -> int:
     a, b = (json.loads(pathlib.Path(p).read_text())["rows"] for p in (args.a, args.b))
-    differ = [n for n in sorted(set(a) & set(b))
-              if (a[n].get("changed"), a[n].get("source")) != (b[n].get("changed"), b[n].get("source"))]
+    differ = [
+        n
+        for n in sorted(set(a) & set(b))
+        if (a[n].get("changed"), a[n].get("source")) != (b[n].get("changed"), b[n].get("source"))
+    ]
     for n in differ:
-        print(f"{n}: {a[n].get('changed')}/{a[n].get('source')} vs {b[n].get('changed')}/{b[n].get('source')}"
-              f" (cut: {a[n].get('cut')} / {b[n].get('cut')})")
+        print(
+            f"{n}: {a[n].get('changed')}/{a[n].get('source')} vs {b[n].get('changed')}/{b[n].get('source')}"
+            f" (cut: {a[n].get('cut')} / {b[n].get('cut')})"
+        )
     print(f"{len(set(a) & set(b))} compared, {len(differ)} differ in changed or source")
     return 1 if differ else 0
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record")
     rec.add_argument("out")

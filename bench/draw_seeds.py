@@ -8,6 +8,7 @@ draws). By default LayerNorm + amax, to docs/images/layernorm_amax.svg (the READ
 deadline, so the picture does not depend on the machine's load. .svg, .png and .pdf need
 Graphviz's ``dot`` (``apt-get install graphviz``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,18 @@ import eqsat
 from eqsat.cost.drawing import DRAWN_SUFFIXES, TEXT_SUFFIXES, draw_kernels
 from eqsat.testing.seeds import SEEDS
 
-TITLES = {"reduction_broadcast": "Reduction of a broadcast product", "layernorm_amax": "LayerNorm + amax",
-          "rmsnorm_fp8": "RMSNorm + FP8 current scaling"}
+TITLES = {
+    "reduction_broadcast": "Reduction of a broadcast product",
+    "layernorm_amax": "LayerNorm + amax",
+    "rmsnorm_fp8": "RMSNorm + FP8 current scaling",
+}
 
 
 def main(argv=None) -> int:
     root = pathlib.Path(__file__).resolve().parent.parent
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="+", default=["layernorm_amax"], choices=[*SEEDS, "all"])
     parser.add_argument("--out", default=str(root / "docs" / "images"))
     parser.add_argument("--format", default="svg", choices=[s[1:] for s in DRAWN_SUFFIXES + TEXT_SUFFIXES])
@@ -36,8 +41,9 @@ def main(argv=None) -> int:
     for name in names:
         seed = SEEDS[name]
         shape = "x".join(map(str, seed.demo_shape))
-        opt = eqsat.optimize_fusion(seed.model_ref, seed.make_inputs(*seed.demo_shape, device="meta"),
-                                    deadline_s=None)
+        opt = eqsat.optimize_fusion(
+            seed.model_ref, seed.make_inputs(*seed.demo_shape, device="meta"), deadline_s=None
+        )
         title = f"{TITLES.get(name, name)} at {shape}: {seed.summary}"
         print(draw_kernels(opt, out / f"{name}.{args.format}", title=title))
     return 0

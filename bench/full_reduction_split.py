@@ -13,6 +13,7 @@ device time (bench/gpu_timing.timed_run), and the cost model's prediction.
 
     python bench/full_reduction_split.py [--runs 100] [--json out.json]
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,8 +25,12 @@ import eqsat
 from eqsat.ir.dtypes import DataType
 from eqsat.lowering.nvfuser import to_nvfuser
 
-CASES = {   # name: (shape, dtype, prologue)
-    "sum fp32 [2, 8192, 16384]": ((2, 8192, 16384), torch.float32, None),   # (a size-1 dim may not be contiguous)
+CASES = {  # name: (shape, dtype, prologue)
+    "sum fp32 [2, 8192, 16384]": (
+        (2, 8192, 16384),
+        torch.float32,
+        None,
+    ),  # (a size-1 dim may not be contiguous)
     "sum bf16 [4, 2048, 5632]": ((4, 2048, 5632), torch.bfloat16, None),
     "sum silu bf16 [4, 2048, 5632]": ((4, 2048, 5632), torch.bfloat16, "silu"),
     "amax |x| bf16 [4, 2048, 5632]": ((4, 2048, 5632), torch.bfloat16, "abs-max"),
@@ -53,6 +58,7 @@ def definition(shape, dtype, prologue, form):
         else:
             out = op(op(v, dims=[2]), dims=[0, 1])
         fd.add_output(out)
+
     return fusion
 
 
@@ -69,12 +75,22 @@ def main(argv=None) -> int:
             fusion = eqsat.from_function(definition(shape, dtype, prologue, form))
             predicted = eqsat.estimate_fusion(fusion, [x])
             fd = to_nvfuser(fusion)
-            fn = lambda fd=fd: fd.execute([x])      # noqa: E731
+            fn = lambda fd=fd: fd.execute([x])  # noqa: E731
             want = want or fn()
-            rows.append({"case": name, "form": form, **timed_run(form, fn, want, args.runs),
-                         "predicted_us": predicted.time_us, "predicted_kernels": len(predicted.kernels),
-                         "predicted_kinds": [k.kind for k in predicted.kernels]})
-            print(f"    predicted {predicted.time_us:.1f} us: {', '.join(r for r in rows[-1]['predicted_kinds'])}")
+            rows.append(
+                {
+                    "case": name,
+                    "form": form,
+                    **timed_run(form, fn, want, args.runs),
+                    "predicted_us": predicted.time_us,
+                    "predicted_kernels": len(predicted.kernels),
+                    "predicted_kinds": [k.kind for k in predicted.kernels],
+                }
+            )
+            print(
+                f"    predicted {predicted.time_us:.1f} us: "
+                f"{', '.join(r for r in rows[-1]['predicted_kinds'])}"
+            )
     print(f"\n{'case':32s} " + " ".join(f"{f:>24s}" for f in FORMS) + "   (steady us / device us)")
     for name in CASES:
         cells = [next(r for r in rows if r["case"] == name and r["form"] == f) for f in FORMS]

@@ -25,6 +25,7 @@ seeds with their fusion and credited rules; exit status 1 if any example failed.
 writes the counts and every failure (seed, kind, problem, fusion), so that chunks
 (``--seed``, ``--examples``) run apart can be added up.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,16 @@ import traceback
 
 
 def _case(seed: int, args):
-    from eqsat.testing.random_fusion import RandomChooser, random_fusion
+    from eqsat.testing.choosers import RandomChooser
+    from eqsat.testing.random_fusion import random_fusion
 
-    return random_fusion(RandomChooser(seed), max_steps=args["max_steps"], special=args["special"],
-                         edges=args["edges"], mixed=args["mixed"])
+    return random_fusion(
+        RandomChooser(seed),
+        max_steps=args["max_steps"],
+        special=args["special"],
+        edges=args["edges"],
+        mixed=args["mixed"],
+    )
 
 
 def _check(seed: int, args) -> dict:
@@ -51,15 +58,26 @@ def _check(seed: int, args) -> dict:
     out = {"seed": seed, "ops": case.ops, "fusion": repr(case)}
     try:
         result = check_case(case, min_gain=args["min_gain"], reassociate=args["reassociate"])
-    except Exception as err:     # an exception is a failure too: the optimizer must not raise
-        return {**out, "kind": "raised", "problem": f"{type(err).__name__}: {err}",
-                "traceback": traceback.format_exc()}
+    except Exception as err:  # an exception is a failure too: the optimizer must not raise
+        return {
+            **out,
+            "kind": "raised",
+            "problem": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(),
+        }
     kind = "ok" if not result.problem else "mismatch" if result.problem.startswith("output") else "cost"
     from eqsat.rules import RULES
 
     flagged = [n for n in result.rules if n in RULES and not RULES[n].exact_on_special_values]
-    return {**out, "kind": kind, "problem": result.problem, "changed": result.changed,
-            "exact": result.changed and result.exact, "rules": list(result.rules), "flagged": flagged}
+    return {
+        **out,
+        "kind": kind,
+        "problem": result.problem,
+        "changed": result.changed,
+        "exact": result.changed and result.exact,
+        "rules": list(result.rules),
+        "flagged": flagged,
+    }
 
 
 def _worker(conn, args):
@@ -90,15 +108,20 @@ class _Runner:
             try:
                 return self.conn.recv()
             except EOFError:
-                pass                     # the worker died (a crash): below
+                pass  # the worker died (a crash): below
         hung = self.proc.is_alive()
         self.proc.kill()
         self.proc.join()
         code, self.proc = self.proc.exitcode, None
         what = f"no answer in {self.timeout:g} s" if hung else f"the worker died (exit status {code})"
         case = _case(seed, self.args)
-        return {"seed": seed, "kind": "hang" if hung else "raised", "problem": what,
-                "fusion": repr(case), "ops": case.ops}
+        return {
+            "seed": seed,
+            "kind": "hang" if hung else "raised",
+            "problem": what,
+            "fusion": repr(case),
+            "ops": case.ops,
+        }
 
     def close(self):
         if self.proc is not None and self.proc.is_alive():
@@ -109,26 +132,43 @@ class _Runner:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--no-reassociate", action="store_true")
-    parser.add_argument("--min-gain", type=float, default=0.0,
-                        help="optimize_fusion's min_gain (default 0: take every predicted gain)")
+    parser.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.0,
+        help="optimize_fusion's min_gain (default 0: take every predicted gain)",
+    )
     parser.add_argument("--max-steps", type=int, default=8)
-    parser.add_argument("--special", action="store_true",
-                        help="draw NaN, +-inf, +-0.0, huge and tiny values into inputs and constants")
+    parser.add_argument(
+        "--special",
+        action="store_true",
+        help="draw NaN, +-inf, +-0.0, huge and tiny values into inputs and constants",
+    )
     parser.add_argument("--edges", action="store_true", help="run at extents 0 and 1 too")
     parser.add_argument("--mixed", action="store_true", help="integer and bool inputs, constants and casts")
     parser.add_argument("--all", action="store_true", help="--special --edges --mixed")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds one example may take before it counts as a hang (default 120)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds one example may take before it counts as a hang (default 120)",
+    )
     parser.add_argument("--json", help="write the counts and failures here")
     args = parser.parse_args(argv)
-    options = {"max_steps": args.max_steps, "special": args.special or args.all,
-               "edges": args.edges or args.all, "mixed": args.mixed or args.all,
-               "min_gain": args.min_gain, "reassociate": not args.no_reassociate}
+    options = {
+        "max_steps": args.max_steps,
+        "special": args.special or args.all,
+        "edges": args.edges or args.all,
+        "mixed": args.mixed or args.all,
+        "min_gain": args.min_gain,
+        "reassociate": not args.no_reassociate,
+    }
     counts: collections.Counter = collections.Counter()
     ops: collections.Counter = collections.Counter()
     failures = []
@@ -154,24 +194,40 @@ def main(argv=None) -> int:
         runner.close()
     seconds = time.perf_counter() - start
     drawn = [name for name in ("special", "edges", "mixed") if options[name]]
-    print(f"{args.examples} random fusions (seeds {args.seed}..{args.seed + args.examples - 1}"
-          f"{', ' + ', '.join(drawn) if drawn else ''}) in {seconds:.1f} s "
-          f"({seconds / max(args.examples, 1) * 1e3:.1f} ms each)")
-    print(f"  checked {counts['examples']}, rewritten {counts['rewritten']} ({counts['exact']} by rules "
-          f"exact on NaN and inf: compared place by place), mismatches {counts['mismatch']} "
-          f"({counts['mismatch by flagged rules']} where a rule flagged [reassociates] or [special values] "
-          f"is credited), cost rises {counts['cost']}, optimizer raised {counts['raised']}, "
-          f"hangs {counts['hang']}")
+    print(
+        f"{args.examples} random fusions (seeds {args.seed}..{args.seed + args.examples - 1}"
+        f"{', ' + ', '.join(drawn) if drawn else ''}) in {seconds:.1f} s "
+        f"({seconds / max(args.examples, 1) * 1e3:.1f} ms each)"
+    )
+    print(
+        f"  checked {counts['examples']}, rewritten {counts['rewritten']} ({counts['exact']} by rules "
+        f"exact on NaN and inf: compared place by place), mismatches {counts['mismatch']} "
+        f"({counts['mismatch by flagged rules']} where a rule flagged [reassociates] or [special values] "
+        f"is credited), cost rises {counts['cost']}, optimizer raised {counts['raised']}, "
+        f"hangs {counts['hang']}"
+    )
     print("  steps drawn: " + ", ".join(f"{k} {v}" for k, v in ops.most_common()))
     for f in failures[:5]:
         rules = f"; rules {', '.join(f['rules'])}" if f.get("rules") else ""
-        print(f"\nseed {f['seed']} ({f['kind']}{rules}): {f['problem']}\n{f['fusion']}\n"
-              f"{f.get('traceback', '')}")
+        print(
+            f"\nseed {f['seed']} ({f['kind']}{rules}): {f['problem']}\n{f['fusion']}\n"
+            f"{f.get('traceback', '')}"
+        )
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"options": options, "first_seed": args.seed, "examples": args.examples,
-                       "seconds": seconds, "counts": dict(counts), "ops": dict(ops), "failures": failures},
-                      out, indent=1)
+            json.dump(
+                {
+                    "options": options,
+                    "first_seed": args.seed,
+                    "examples": args.examples,
+                    "seconds": seconds,
+                    "counts": dict(counts),
+                    "ops": dict(ops),
+                    "failures": failures,
+                },
+                out,
+                indent=1,
+            )
     return 1 if failures else 0
 
 

@@ -1,6 +1,7 @@
 """Timing helpers shared by the GPU benchmarks: CUDA-event medians (``time_us``,
 ``throughput_us``: the package's own, ``eqsat.verification.timing``, which GPU verification
 uses), kernel lists from torch.profiler, and the device's copy bandwidth."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,20 @@ from eqsat.verification.timing import throughput_us, time_us
 # with it. Benchmarks here profile each fusion after timing it, and time the next one after.
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
-__all__ = ["time_us", "throughput_us", "KernelRun", "profile_kernels", "kernel_count",
-           "kernel_count_and_time", "copy_bandwidth", "timed_run", "write_rows", "side_by_side_args",
-           "direct_definition", "eqsat_run"]
+__all__ = [
+    "time_us",
+    "throughput_us",
+    "KernelRun",
+    "profile_kernels",
+    "kernel_count",
+    "kernel_count_and_time",
+    "copy_bandwidth",
+    "timed_run",
+    "write_rows",
+    "side_by_side_args",
+    "direct_definition",
+    "eqsat_run",
+]
 
 
 def side_by_side_args(doc: str, script: str, runs: int, argv=None):
@@ -61,9 +73,12 @@ def profile_kernels(fn, repeats: int = 1) -> list[KernelRun]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             fn()
             torch.cuda.synchronize()
-        runs = [KernelRun(e.name, e.time_range.elapsed_us()) for e in prof.events()
-                if e.device_type == torch.autograd.DeviceType.CUDA
-                and not e.name.lower().startswith(("memcpy", "memset"))]
+        runs = [
+            KernelRun(e.name, e.time_range.elapsed_us())
+            for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA
+            and not e.name.lower().startswith(("memcpy", "memset"))
+        ]
         per_call.append(sorted(runs, key=lambda k: k.name))
     if repeats == 1 or len({len(r) for r in per_call}) != 1:
         return per_call[0]
@@ -97,6 +112,7 @@ def direct_definition(definition):
     ``definition(DataType)`` is the fusion (a function of ``fd``) written with nvFuser's
     DataType (eqsat.testing's definitions take eqsat's or nvFuser's)."""
     from nvfuser_direct import DataType as NvDataType, FusionDefinition
+
     with FusionDefinition() as fd:
         definition(NvDataType)(fd)
     return fd
@@ -106,12 +122,19 @@ def predicted_run(form: str, fd, fusion, inputs, want, runs: int) -> dict:
     """``fd`` (nvFuser's definition of ``fusion``, as written) timed (``timed_run``) beside the
     cost model's estimate of ``fusion``: a row's fields, its form named."""
     import eqsat
+
     predicted = eqsat.estimate_fusion(fusion, inputs)
-    row = {"form": form, **timed_run(form, lambda: fd.execute(inputs), want, runs),
-           "predicted_us": predicted.time_us, "predicted_device_us": predicted.device_us,
-           "predicted_kernels": len(predicted.kernels)}
-    print(f"    predicted {predicted.time_us:.1f} us ({predicted.device_us:.1f} on the GPU) "
-          f"in {len(predicted.kernels)} kernels")
+    row = {
+        "form": form,
+        **timed_run(form, lambda: fd.execute(inputs), want, runs),
+        "predicted_us": predicted.time_us,
+        "predicted_device_us": predicted.device_us,
+        "predicted_kernels": len(predicted.kernels),
+    }
+    print(
+        f"    predicted {predicted.time_us:.1f} us ({predicted.device_us:.1f} on the GPU) "
+        f"in {len(predicted.kernels)} kernels"
+    )
     return row
 
 
@@ -127,12 +150,17 @@ def eqsat_run(fusion, inputs, want, runs: int) -> dict:
     """``fusion`` optimized by eqsat at ``inputs``, lowered to nvfuser_direct and timed
     (``timed_run``): a row's fields, with the rules credited and the predictions after."""
     import eqsat
+
     optimized = eqsat.optimize_fusion(fusion, inputs)
     fd, after = optimized.to_nvfuser("nvfuser_direct"), optimized.report.after
-    row = {"form": "eqsat", "credited": optimized.report.rules,
-           **timed_run("eqsat", lambda: fd.execute(inputs), want, runs),
-           "predicted_us": after.time_us, "predicted_device_us": after.device_us,
-           "predicted_kernels": len(after.kernels)}
+    row = {
+        "form": "eqsat",
+        "credited": optimized.report.rules,
+        **timed_run("eqsat", lambda: fd.execute(inputs), want, runs),
+        "predicted_us": after.time_us,
+        "predicted_device_us": after.device_us,
+        "predicted_kernels": len(after.kernels),
+    }
     print(f"    predicted {after.time_us:.1f} us ({', '.join(optimized.report.rules)})")
     return row
 
@@ -150,6 +178,8 @@ def timed_run(label: str, fn, want, runs: int) -> dict:
     problems = [p for p in (mismatch(g, w) for g, w in zip(fn(), want, strict=True)) if p]
     us, latency = throughput_us(fn, runs), time_us(fn, runs)
     kernels, device = kernel_count_and_time(fn)
-    print(f"  {label:20s} {us:9.1f} us ({latency:8.1f} us latency, {device:8.1f} us on the GPU)  "
-          f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}")
+    print(
+        f"  {label:20s} {us:9.1f} us ({latency:8.1f} us latency, {device:8.1f} us on the GPU)  "
+        f"{kernels:3d} kernels  {'agrees' if not problems else 'DIFFERS: ' + problems[0]}"
+    )
     return {"us": us, "latency_us": latency, "device_us": device, "kernels": kernels, "agrees": not problems}

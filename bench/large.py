@@ -8,8 +8,9 @@ before and after, and which stage the deadline cut, if any.
     python bench/large.py [--sizes 100,300,1000,3000] [--kinds chain,wide] [--deadline S|none]
                           [--json out.json]
 
-The fusions are eqsat.testing.large_fusions.KINDS (chain, elementwise, wide, distributed).
+The fusions are eqsat.testing.large_fusions.LARGE_FUSIONS (chain, elementwise, wide, distributed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ import time
 
 import eqsat
 from eqsat.reference.compare import mismatch
-from eqsat.testing.large_fusions import KINDS
+from eqsat.testing.large_fusions import LARGE_FUSIONS
 
 
 def _deadline(text: str) -> dict:
@@ -29,10 +30,10 @@ def _deadline(text: str) -> dict:
 
 def measure(kind: str, size: int, options: dict) -> dict:
     """Optimize one generated fusion and check the result against it on small inputs."""
-    definition, make_inputs = KINDS[kind](size)
+    definition, make_inputs = LARGE_FUSIONS[kind](size)
     start = time.perf_counter()
     fusion = eqsat.ingest(definition)
-    fusion.types                    # reading: ingestion and type inference
+    fusion.types  # reading: ingestion and type inference
     read = time.perf_counter() - start
     inputs = make_inputs(4096, 4096)
     start = time.perf_counter()
@@ -43,13 +44,23 @@ def measure(kind: str, size: int, options: dict) -> dict:
     want = eqsat.run_fusion(fusion, small)
     got = eqsat.run_fusion(opt.fusion, small)
     problems = [p for p in (mismatch(g, w) for g, w in zip(got, want, strict=True)) if p]
-    return dict(kind=kind, ops=size, ir_nodes=len(fusion.nodes),
-                e_nodes=r.saturation.e_nodes if r.saturation.ran else "-",
-                stop=r.saturation.stop, read_s=round(read, 3), optimize_s=round(total, 3),
-                phases=r.phases,
-                kernels_before=len(r.before.kernels), kernels_after=len(r.after.kernels),
-                changed=r.changed, ok=not problems, problems=problems, notes=r.notes,
-                cut=_cut_stage(r.notes))
+    return dict(
+        kind=kind,
+        ops=size,
+        ir_nodes=len(fusion.nodes),
+        e_nodes=r.saturation.e_nodes if r.saturation.ran else "-",
+        stop=r.saturation.stop,
+        read_s=round(read, 3),
+        optimize_s=round(total, 3),
+        phases=r.phases,
+        kernels_before=len(r.before.kernels),
+        kernels_after=len(r.after.kernels),
+        changed=r.changed,
+        ok=not problems,
+        problems=problems,
+        notes=r.notes,
+        cut=_cut_stage(r.notes),
+    )
 
 
 def _cut_stage(notes: list[str]) -> str:
@@ -63,25 +74,35 @@ PHASES = ("encode", "saturate", "extract", "lower")
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,300,1000,3000")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="which fusions (default: all)")
-    parser.add_argument("--deadline", type=_deadline, default={},
-                        help="optimize_fusion's deadline_s (default: its default; none: no deadline)")
+    parser.add_argument("--kinds", default=",".join(LARGE_FUSIONS), help="which fusions (default: all)")
+    parser.add_argument(
+        "--deadline",
+        type=_deadline,
+        default={},
+        help="optimize_fusion's deadline_s (default: its default; none: no deadline)",
+    )
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     options = args.deadline
-    eqsat.optimize_fusion(KINDS["chain"](10)[0])    # compiles the rules: not timed
+    eqsat.optimize_fusion(LARGE_FUSIONS["chain"](10)[0])  # compiles the rules: not timed
     rows = []
-    print(f"{'fusion':>12s} {'ops':>6s} {'e-nodes':>8s} {'stop':>16s} {'read s':>6s} {'opt s':>7s} "
-          + " ".join(f"{p[:7]:>7s}" for p in PHASES) + f" {'kernels':>9s}  ok  deadline cut")
+    print(
+        f"{'fusion':>12s} {'ops':>6s} {'e-nodes':>8s} {'stop':>16s} {'read s':>6s} {'opt s':>7s} "
+        + " ".join(f"{p[:7]:>7s}" for p in PHASES)
+        + f" {'kernels':>9s}  ok  deadline cut"
+    )
     for kind in args.kinds.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
             row = measure(kind, size, options)
             rows.append(row)
-            print(f"{kind:>12s} {size:6d} {row['e_nodes']!s:>8} {row['stop']:>16s} {row['read_s']:6.2f} "
-                  f"{row['optimize_s']:7.2f} "
-                  + " ".join(f"{row['phases'].get(p, 0.0):7.2f}" for p in PHASES)
-                  + f" {row['kernels_before']:4d}->{row['kernels_after']:<4d} "
-                  f"{'yes' if row['ok'] else row['problems']}  {row['cut']}", flush=True)
+            print(
+                f"{kind:>12s} {size:6d} {row['e_nodes']!s:>8} {row['stop']:>16s} {row['read_s']:6.2f} "
+                f"{row['optimize_s']:7.2f} "
+                + " ".join(f"{row['phases'].get(p, 0.0):7.2f}" for p in PHASES)
+                + f" {row['kernels_before']:4d}->{row['kernels_after']:<4d} "
+                f"{'yes' if row['ok'] else row['problems']}  {row['cut']}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -11,6 +11,7 @@ each. Outputs are checked against torch, given the mask the as-given run drew.
 
     python bench/random_split.py [--runs 50] [--json out.json]
 """
+
 from __future__ import annotations
 
 import sys
@@ -36,10 +37,20 @@ def main(argv=None) -> int:
             print(f"\n{list(shape)}, reduce {reduce}")
             for form, split in (("as Thunder writes it", False), ("mask drawn apart", True)):
                 fd = given if not split else direct_definition(lambda DT: definition(shape, reduce, True, DT))
-                rows.append({"shape": list(shape), "reduce": reduce,
-                             **predicted_run(form, fd, definition(shape, reduce, split), inputs, want, args.runs)})
-            rows.append({"shape": list(shape), "reduce": reduce,
-                         **eqsat_run(definition(shape, reduce), inputs, want, args.runs)})
+                rows.append(
+                    {
+                        "shape": list(shape),
+                        "reduce": reduce,
+                        **predicted_run(form, fd, definition(shape, reduce, split), inputs, want, args.runs),
+                    }
+                )
+            rows.append(
+                {
+                    "shape": list(shape),
+                    "reduce": reduce,
+                    **eqsat_run(definition(shape, reduce), inputs, want, args.runs),
+                }
+            )
     return finish(args, rows)
 
 

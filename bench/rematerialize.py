@@ -13,6 +13,7 @@ of each (the fusion: eqsat.testing.silu_amax_backward).
 
     python bench/rematerialize.py [--runs 50] [--json out.json]
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,7 +23,7 @@ from gpu_timing import direct_definition, eqsat_run, finish, predicted_run, side
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
 
 SHAPES = ((4, 2048, 5632), (8, 4096, 2048))
-FORMS = {"one chain": False, "reduction branch recomputed": True}     # as written; by hand
+FORMS = {"one chain": False, "reduction branch recomputed": True}  # as written; by hand
 
 
 def main(argv=None) -> int:
@@ -36,8 +37,12 @@ def main(argv=None) -> int:
         print(f"\n{list(shape)}")
         for form, recomputed in FORMS.items():
             fd = direct_definition(lambda DT: definition(recomputed, DT))
-            rows.append({"shape": list(shape),
-                         **predicted_run(form, fd, definition(recomputed), inputs, want, args.runs)})
+            rows.append(
+                {
+                    "shape": list(shape),
+                    **predicted_run(form, fd, definition(recomputed), inputs, want, args.runs),
+                }
+            )
         rows.append({"shape": list(shape), **eqsat_run(definition(), inputs, want, args.runs)})
     return finish(args, rows)
 

@@ -3,6 +3,7 @@ e-graph size, iterations, why it stopped, the time it took, and the rules that f
 
     python bench/saturation.py [--corpus ../shared/corpus] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     items = [(f"seed:{n}", s.model_ref) for n, s in SEEDS.items()]
     items += [(p.name, p) for p in sorted(pathlib.Path(args.corpus).glob("*.py"))]
-    explore(items[0][1])                       # the first call compiles the rules: not timed
+    explore(items[0][1])  # the first call compiles the rules: not timed
     rows, totals = [], collections.Counter()
     print(f"{'fusion':52s} {'ops':>4s} {'nodes':>6s} {'iter':>4s} {'stop':>15s} {'ms':>7s}  rules fired")
     for name, definition in items:
@@ -37,13 +38,26 @@ def main(argv=None) -> int:
         sat = result.saturation
         totals.update(sat.fired)
         top = ", ".join(f"{k}×{v}" for k, v in sorted(sat.fired.items(), key=lambda kv: -kv[1])[:4])
-        print(f"{name:52s} {len(fusion.nodes):4d} {sat.nodes:6d} {sat.iterations:4d} {sat.stop:>15s} "
-              f"{ms:7.1f}  {top}")
-        rows.append({"fusion": name, "ops": len(fusion.nodes), "nodes": sat.nodes,
-                     "iterations": sat.iterations, "stop": sat.stop, "ms": ms, "fired": sat.fired})
+        print(
+            f"{name:52s} {len(fusion.nodes):4d} {sat.nodes:6d} {sat.iterations:4d} {sat.stop:>15s} "
+            f"{ms:7.1f}  {top}"
+        )
+        rows.append(
+            {
+                "fusion": name,
+                "ops": len(fusion.nodes),
+                "nodes": sat.nodes,
+                "iterations": sat.iterations,
+                "stop": sat.stop,
+                "ms": ms,
+                "fired": sat.fired,
+            }
+        )
     times = [r["ms"] for r in rows]
-    print(f"\n{len(rows)} fusions: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
-          f"({max(rows, key=lambda r: r['ms'])['fusion']})")
+    print(
+        f"\n{len(rows)} fusions: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
+        f"({max(rows, key=lambda r: r['ms'])['fusion']})"
+    )
     print("stops:", dict(collections.Counter(r["stop"] for r in rows)))
     print("rule matches over all fusions:")
     for rule, n in totals.most_common():

@@ -6,10 +6,12 @@ host cost inside) and ``device_us`` (the kernels' own time, torch.profiler: what
 a call is bound by nvFuser's host cost); kernels (torch.profiler); achieved bandwidth against
 a measured copy.
 
-    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick] [--only SEED[:SHAPE] ...]
+    python bench/seeds.py [--runs 100] [--json out.json] [--png speedups.png] [--quick]
+                          [--only SEED[:SHAPE] ...]
 
 ``--only layernorm_amax:65536x1024`` times that seed at that shape alone (a seed alone: all its shapes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +25,11 @@ import eqsat
 from eqsat.lowering.nvfuser import to_nvfuser
 from eqsat.testing.seeds import SEEDS
 
-SHAPES = {"reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
-          "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)],
-          "rmsnorm_fp8": [(16384, 4096), (8192, 8192), (65536, 1024)]}
+SHAPES = {
+    "reduction_broadcast": [(1024, 1024, 1024), (4096, 2048, 1024)],
+    "layernorm_amax": [(16384, 4096), (8192, 8192), (65536, 1024)],
+    "rmsnorm_fp8": [(16384, 4096), (8192, 8192), (65536, 1024)],
+}
 
 
 def chosen_shapes(only) -> dict[str, list[tuple]]:
@@ -39,8 +43,10 @@ def chosen_shapes(only) -> dict[str, list[tuple]]:
             raise ValueError(f"--only {item}: no seed {name!r}; seeds: {', '.join(SHAPES)}")
         shapes = SHAPES[name] if not shape else [s for s in SHAPES[name] if "x".join(map(str, s)) == shape]
         if not shapes:
-            raise ValueError(f"--only {item}: {name} runs at "
-                             f"{', '.join('x'.join(map(str, s)) for s in SHAPES[name])}, not {shape}")
+            raise ValueError(
+                f"--only {item}: {name} runs at "
+                f"{', '.join('x'.join(map(str, s)) for s in SHAPES[name])}, not {shape}"
+            )
         chosen.setdefault(name, []).extend(x for x in shapes if x not in chosen.get(name, []))
     return chosen
 
@@ -51,8 +57,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json")
     parser.add_argument("--png", help="plot of speedups over nvFuser as given (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="skip torch.compile")
-    parser.add_argument("--only", nargs="+", metavar="SEED[:SHAPE]",
-                        help=f"these seeds ({', '.join(SEEDS)}), or one shape of a seed (layernorm_amax:65536x1024)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="SEED[:SHAPE]",
+        help=f"these seeds ({', '.join(SEEDS)}), or one shape of a seed (layernorm_amax:65536x1024)",
+    )
     args = parser.parse_args(argv)
     try:
         chosen = chosen_shapes(args.only)
@@ -68,10 +78,12 @@ def main(argv=None) -> int:
             hand = to_nvfuser(eqsat.from_function(seed.model))
             opt = eqsat.optimize_fusion(seed.model_ref, inputs)
             ours = opt.to_nvfuser()
-            runs = {"nvFuser as given": lambda: given.execute(inputs),
-                    "nvFuser + eqsat": lambda: ours.execute(inputs),
-                    "nvFuser hand-rewritten": lambda: hand.execute(inputs),
-                    "torch eager": lambda: seed.torch_reference(*inputs)}
+            runs = {
+                "nvFuser as given": lambda: given.execute(inputs),
+                "nvFuser + eqsat": lambda: ours.execute(inputs),
+                "nvFuser hand-rewritten": lambda: hand.execute(inputs),
+                "torch eager": lambda: seed.torch_reference(*inputs),
+            }
             if not args.quick:
                 compiled = torch.compile(seed.torch_reference)
                 runs["torch.compile"] = lambda: compiled(*inputs)
@@ -79,22 +91,38 @@ def main(argv=None) -> int:
             outs = seed.torch_reference(*inputs)
             outs = outs if isinstance(outs, list) else [outs]
             nbytes += sum(t.numel() * t.element_size() for t in outs)
-            print(f"\n{name} {'x'.join(map(str, shape))}  (predicted {opt.report.before.time_us:.0f} -> "
-                  f"{opt.report.after.time_us:.0f} us, {len(opt.report.before.kernels)} -> "
-                  f"{len(opt.report.after.kernels)} kernels)")
+            print(
+                f"\n{name} {'x'.join(map(str, shape))}  (predicted {opt.report.before.time_us:.0f} -> "
+                f"{opt.report.after.time_us:.0f} us, {len(opt.report.before.kernels)} -> "
+                f"{len(opt.report.after.kernels)} kernels)"
+            )
             for label, fn in runs.items():
                 t = throughput_us(fn, args.runs)
                 latency = time_us(fn, args.runs)
                 k, device = kernel_count_and_time(fn)
                 achieved = nbytes / (t * 1e-6)
-                print(f"  {label:24s} {t:9.1f} us ({latency:7.1f} us latency, {device:7.1f} us on the GPU)  "
-                      f"{k:3d} kernels  {achieved / bw * 100:5.1f}% of copy bandwidth")
-                rows.append({"seed": name, "shape": shape, "run": label, "us": t, "latency_us": latency,
-                             "device_us": device, "kernels": k, "bandwidth_fraction": achieved / bw})
+                print(
+                    f"  {label:24s} {t:9.1f} us ({latency:7.1f} us latency, {device:7.1f} us on the GPU)  "
+                    f"{k:3d} kernels  {achieved / bw * 100:5.1f}% of copy bandwidth"
+                )
+                rows.append(
+                    {
+                        "seed": name,
+                        "shape": shape,
+                        "run": label,
+                        "us": t,
+                        "latency_us": latency,
+                        "device_us": device,
+                        "kernels": k,
+                        "bandwidth_fraction": achieved / bw,
+                    }
+                )
     print("\n" + table(rows))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bw, "rows": rows}, f, indent=1)
+            json.dump(
+                {"device": torch.cuda.get_device_name(0), "copy_bandwidth": bw, "rows": rows}, f, indent=1
+            )
     if args.png:
         plot(rows, args.png)
     return 0
@@ -109,21 +137,29 @@ def _cases(rows):
 
 def table(rows) -> str:
     """Speedup of each run over nvFuser as given, and eqsat against the hand rewrite."""
-    lines = [f"{'seed':20s} {'shape':>16s}  " + "  ".join(f"{n:>22s}" for n in _run_names(rows))
-             + "  eqsat/hand"]
+    lines = [
+        f"{'seed':20s} {'shape':>16s}  " + "  ".join(f"{n:>22s}" for n in _run_names(rows)) + "  eqsat/hand"
+    ]
     for (seed, shape), runs in _cases(rows).items():
         base = runs["nvFuser as given"]["us"]
-        cells = [f"{runs[n]['us']:9.1f} us {base / runs[n]['us']:6.2f}x" if n in runs else f"{'-':>22s}"
-                 for n in _run_names(rows)]
+        cells = [
+            f"{runs[n]['us']:9.1f} us {base / runs[n]['us']:6.2f}x" if n in runs else f"{'-':>22s}"
+            for n in _run_names(rows)
+        ]
         ratio = runs["nvFuser + eqsat"]["us"] / runs["nvFuser hand-rewritten"]["us"]
         lines.append(f"{seed:20s} {'x'.join(map(str, shape)):>16s}  " + "  ".join(cells) + f"  {ratio:10.3f}")
     lines.append("on the GPU alone (kernel time, no host cost): eqsat's speedup over as given, eqsat/hand")
     for (seed, shape), runs in _cases(rows).items():
-        if all("device_us" in runs.get(n, {}) for n in ("nvFuser as given", "nvFuser + eqsat", "nvFuser hand-rewritten")):
+        if all(
+            "device_us" in runs.get(n, {})
+            for n in ("nvFuser as given", "nvFuser + eqsat", "nvFuser hand-rewritten")
+        ):
             ours = runs["nvFuser + eqsat"]["device_us"]
-            lines.append(f"{seed:20s} {'x'.join(map(str, shape)):>16s}  "
-                         f"{runs['nvFuser as given']['device_us'] / ours:8.2f}x  "
-                         f"{ours / runs['nvFuser hand-rewritten']['device_us']:8.3f}")
+            lines.append(
+                f"{seed:20s} {'x'.join(map(str, shape)):>16s}  "
+                f"{runs['nvFuser as given']['device_us'] / ours:8.2f}x  "
+                f"{ours / runs['nvFuser hand-rewritten']['device_us']:8.3f}"
+            )
     return "\n".join(lines)
 
 

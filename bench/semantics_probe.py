@@ -6,6 +6,7 @@ to FP8 that overflow, and the dtype of abs of a complex tensor.
 
     python bench/semantics_probe.py --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ import torch
 def _ops_of(module) -> list[str]:
     fd = module.FusionDefinition()
     ops = getattr(fd, "ops", None)
-    if ops is None:         # classic: ops exist once the definition is entered
+    if ops is None:  # classic: ops exist once the definition is entered
         with fd:
             ops = fd.ops
             return sorted(n for n in dir(ops) if not n.startswith("_"))
@@ -33,7 +34,7 @@ def _run(module, define, inputs):
             define(fd, module.DataType)
         outs = fd.execute(inputs)
         return [{"dtype": str(o.dtype), "values": o.cpu().tolist()} for o in outs]
-    except Exception as err:       # noqa: BLE001 -- the probe records whatever nvFuser says
+    except Exception as err:  # noqa: BLE001 -- the probe records whatever nvFuser says
         return {"error": f"{type(err).__name__}: {err}"[:400]}
 
 
@@ -42,6 +43,7 @@ def _binary(op: str, dtype_name: str, torch_dtype):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DT, dtype_name))
         b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DT, dtype_name))
         fd.add_output(getattr(fd.ops, op)(a, b))
+
     info = torch.iinfo(torch_dtype)
     a = torch.tensor([info.min, info.min, 7, -7, 7, -7, 0, info.max], dtype=torch_dtype, device="cuda")
     b = torch.tensor([-1, 1, 0, 0, -2, 2, 0, -1], dtype=torch_dtype, device="cuda")
@@ -55,6 +57,7 @@ def _scalar_div(op: str, dtype_name: str, a_val: int, b_val: int):
         b = fd.define_scalar(b_val, dtype=DT.Int)
         s = getattr(fd.ops, op)(a, b)
         fd.add_output(fd.ops.add(x, fd.ops.cast(s, getattr(DT, dtype_name))))
+
     return define
 
 
@@ -63,6 +66,7 @@ def _shift(op: str, dtype_name: str, torch_dtype):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DT, dtype_name))
         b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=getattr(DT, dtype_name))
         fd.add_output(getattr(fd.ops, op)(a, b))
+
     bits = torch.iinfo(torch_dtype).bits
     a = torch.tensor([1, -1, 5, -5, 1, -8], dtype=torch_dtype, device="cuda")
     b = torch.tensor([bits, bits, bits + 1, 2 * bits, -1, 1], dtype=torch_dtype, device="cuda")
@@ -73,8 +77,10 @@ def _fp8_cast(target: str):
     def define(fd, DT):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DT.Float)
         fd.add_output(fd.ops.cast(fd.ops.cast(a, getattr(DT, target)), DT.Float))
-    x = torch.tensor([1e6, -1e6, 60000.0, 57344.0, 449.0, 464.0, 500.0, float("inf"), float("nan")],
-                     device="cuda")
+
+    x = torch.tensor(
+        [1e6, -1e6, 60000.0, 57344.0, 449.0, 464.0, 500.0, float("inf"), float("nan")], device="cuda"
+    )
     return define, [x]
 
 
@@ -82,6 +88,7 @@ def _complex_abs():
     def define(fd, DT):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DT.ComplexFloat)
         fd.add_output(fd.ops.abs(a))
+
     return define, [torch.tensor([3 + 4j, -1j], dtype=torch.complex64, device="cuda")]
 
 
@@ -111,19 +118,25 @@ def scalar_edge(module) -> dict:
     """INT64_MIN / -1 as scalar arithmetic: nvFuser's host may evaluate it in C++ and trap, so
     it runs in a process of its own (``--scalar-edge``)."""
     x = torch.zeros(2, dtype=torch.int64, device="cuda")
-    return {f"scalar_{op}_intmin_m1": _run(module, _scalar_div(op, "Int", -2**63, -1), [x])
-            for op in ("div", "fmod", "remainder")}
+    return {
+        f"scalar_{op}_intmin_m1": _run(module, _scalar_div(op, "Int", -(2**63), -1), [x])
+        for op in ("div", "fmod", "remainder")
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", required=True)
-    parser.add_argument("--scalar-edge", action="store_true",
-                        help="only INT64_MIN / -1 as scalar arithmetic (may kill the process)")
+    parser.add_argument(
+        "--scalar-edge",
+        action="store_true",
+        help="only INT64_MIN / -1 as scalar arithmetic (may kill the process)",
+    )
     args = parser.parse_args()
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     if args.scalar_edge:
         import nvfuser_direct
+
         result["nvfuser_direct"] = scalar_edge(nvfuser_direct)
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -132,19 +145,29 @@ def main() -> None:
     for name in ("nvfuser", "nvfuser_direct"):
         try:
             module = importlib.import_module(name)
-        except Exception as err:   # noqa: BLE001
+        except Exception as err:  # noqa: BLE001
             result[name] = {"import_error": f"{type(err).__name__}: {err}"}
             continue
         result[name] = {"version": str(getattr(module, "__version__", "?"))}
         try:
             result[name].update(probe(module))
-        except Exception:          # noqa: BLE001
+        except Exception:  # noqa: BLE001
             result[name]["probe_error"] = traceback.format_exc()[-2000:]
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
-    print(json.dumps({k: (v if k != "nvfuser" and k != "nvfuser_direct" else
-                          {kk: vv for kk, vv in v.items() if kk != "ops"}) for k, v in result.items()},
-                     indent=1)[:11000])
+    print(
+        json.dumps(
+            {
+                k: (
+                    v
+                    if k != "nvfuser" and k != "nvfuser_direct"
+                    else {kk: vv for kk, vv in v.items() if kk != "ops"}
+                )
+                for k, v in result.items()
+            },
+            indent=1,
+        )[:11000]
+    )
 
 
 if __name__ == "__main__":

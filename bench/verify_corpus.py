@@ -5,6 +5,7 @@ from the cache. The default margin's decision is printed beside it.
 
     python bench/verify_corpus.py [--corpus DIR ...] [--only NAME ...] [--json out.json]   # GPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,24 @@ def verify_one(path, cache_dir) -> dict:
     again = eqsat.optimize_fusion(repro.fusion, inputs, verify="gpu", cache_dir=cache_dir).report
     again_s = time.perf_counter() - began
     v = first.verification
-    return {"name": path.stem, "margin_changed": by_margin.changed, "verified_changed": first.changed,
-            "cached_again": bool(again.verification and again.verification.cached),
-            "same_decision": again.changed == first.changed,
-            "verify_s": None if v is None else round(v.seconds, 3), "first_call_s": round(first_s, 3),
-            "cached_call_s": round(again_s, 3),
-            "measurements": [] if v is None else [m.summary() for m in v.measurements],
-            "rejected": [r.summary() for r in first.rejected]}
+    return {
+        "name": path.stem,
+        "margin_changed": by_margin.changed,
+        "verified_changed": first.changed,
+        "cached_again": bool(again.verification and again.verification.cached),
+        "same_decision": again.changed == first.changed,
+        "verify_s": None if v is None else round(v.seconds, 3),
+        "first_call_s": round(first_s, 3),
+        "cached_call_s": round(again_s, 3),
+        "measurements": [] if v is None else [m.summary() for m in v.measurements],
+        "rejected": [r.summary() for r in first.rejected],
+    }
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpus", nargs="+", default=DEFAULT_CORPORA)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--json")
@@ -57,25 +65,35 @@ def main(argv=None) -> int:
         for path in corpus_paths([pathlib.Path(c) for c in args.corpus], args.only):
             try:
                 r = verify_one(path, cache_dir)
-            except Exception as err:          # one fusion's failure is reported, the rest run
+            except Exception as err:  # one fusion's failure is reported, the rest run
                 r = {"name": path.stem, "error": f"{type(err).__name__}: {err}"[:500]}
             rows.append(r)
             if "error" in r:
                 print(f"{r['name']}: ERROR {r['error']}", flush=True)
                 continue
-            times = ", ".join(f"{m['label']} {m['measured_us']}" if m["measured_us"] is not None
-                              else f"{m['label']} ({m['problem']})" for m in r["measurements"])
-            print(f"{r['name']}: margin {'changes' if r['margin_changed'] else 'keeps'}, GPU "
-                  f"{'changes' if r['verified_changed'] else 'keeps'}; verification {r['verify_s']} s "
-                  f"(first call {r['first_call_s']} s, cached call {r['cached_call_s']} s, cache hit "
-                  f"{r['cached_again']}); {times}", flush=True)
+            times = ", ".join(
+                f"{m['label']} {m['measured_us']}"
+                if m["measured_us"] is not None
+                else f"{m['label']} ({m['problem']})"
+                for m in r["measurements"]
+            )
+            print(
+                f"{r['name']}: margin {'changes' if r['margin_changed'] else 'keeps'}, GPU "
+                f"{'changes' if r['verified_changed'] else 'keeps'}; verification {r['verify_s']} s "
+                f"(first call {r['first_call_s']} s, cached call {r['cached_call_s']} s, cache hit "
+                f"{r['cached_again']}); {times}",
+                flush=True,
+            )
     if args.json:
         write_rows(args.json, rows)
     verified = [r for r in rows if r.get("verify_s") is not None]
     if verified:
-        print(f"\n{len(verified)} fusions verified: median {sorted(r['verify_s'] for r in verified)[len(verified) // 2]} s "
-              f"of verification, max {max(r['verify_s'] for r in verified)} s; "
-              f"{sum(r['verified_changed'] for r in verified)} kept rewritten")
+        print(
+            f"\n{len(verified)} fusions verified: median "
+            f"{sorted(r['verify_s'] for r in verified)[len(verified) // 2]} s "
+            f"of verification, max {max(r['verify_s'] for r in verified)} s; "
+            f"{sum(r['verified_changed'] for r in verified)} kept rewritten"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
 """The one error type that the project raises for bad input."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +13,9 @@ class FusionError(Exception):
     call (``fd.ops.add``, ``fd.define_tensor``...) that the problem was found at, where known.
     """
 
-    def __init__(self, message: str, *, line: int | None = None, op: str | None = None,
-                 filename: str | None = None):
+    def __init__(
+        self, message: str, *, line: int | None = None, op: str | None = None, filename: str | None = None
+    ):
         self.message = message
         self.line = line
         self.op = op

@@ -5,7 +5,8 @@
 import torch
 from nvfuser import FusionDefinition, DataType
 
-def nvfuser_fusion_id0(fd : FusionDefinition) -> None :
+
+def nvfuser_fusion_id0(fd: FusionDefinition) -> None:
     T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
     T1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16, is_cpu=False)
     T2 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
@@ -38,14 +39,15 @@ def nvfuser_fusion_id0(fd : FusionDefinition) -> None :
     fd.add_output(T29)
     fd.add_output(T28)
 
+
 with FusionDefinition() as fd:
     nvfuser_fusion_id0(fd)
 
 inputs = [
-    torch.testing.make_tensor((16384, 4096), dtype=torch.bfloat16, device='cuda'),
-    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device='cuda'),
-    torch.testing.make_tensor((16384, 4096), dtype=torch.bfloat16, device='cuda'),
-    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device='cuda'),
-    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device='cuda'),
+    torch.testing.make_tensor((16384, 4096), dtype=torch.bfloat16, device="cuda"),
+    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device="cuda"),
+    torch.testing.make_tensor((16384, 4096), dtype=torch.bfloat16, device="cuda"),
+    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device="cuda"),
+    torch.testing.make_tensor((4096,), dtype=torch.bfloat16, device="cuda"),
 ]
 fd.execute(inputs)

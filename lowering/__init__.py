@@ -5,6 +5,7 @@
 - :func:`fusion_source` / :func:`repro_source` print a fusion in nvFuser's repro format;
   :func:`spliced_repro` puts it in place of a repro file's own definition.
 """
+
 from eqsat.ir.replay import replay
 
 from .source import fusion_source, repro_source, spliced_repro

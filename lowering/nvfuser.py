@@ -4,6 +4,7 @@
 0.2.36 on. Direct takes shapes as python lists (no ``define_vector(list)``) and has no
 ``add_output(t, stride_order)``: an output's stride order goes through ``ops.stride_order``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,7 +14,7 @@ from eqsat.errors import FusionError
 from eqsat.frontend.ingest import define_on
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
-from eqsat.ir.replay import replay
+from .frontends import replay_for
 
 
 def load_frontend(frontend: str | None = None, prefer: str | None = None):
@@ -30,8 +31,10 @@ def load_frontend(frontend: str | None = None, prefer: str | None = None):
             return importlib.import_module(name)
         except Exception as err:  # ImportError, or a CUDA/ABI error raised while importing
             errors.append(f"{name}: {type(err).__name__}: {err}")
-    raise FusionError("nvFuser is not available (" + "; ".join(errors) + "). Install an nvFuser wheel "
-                      "matching your CUDA torch, e.g. pip install nvfuser-cu130-torch210")
+    raise FusionError(
+        "nvFuser is not available (" + "; ".join(errors) + "). Install an nvFuser wheel "
+        "matching your CUDA torch, e.g. pip install nvfuser-cu130-torch210"
+    )
 
 
 class _DirectAdapter:
@@ -74,7 +77,10 @@ class _DtypeAdapter:
         method = getattr(self._target, name)
 
         def call(*args, **kwargs):
-            return method(*[self._convert(a) for a in args], **{k: self._convert(v) for k, v in kwargs.items()})
+            return method(
+                *[self._convert(a) for a in args], **{k: self._convert(v) for k, v in kwargs.items()}
+            )
+
         return call
 
 
@@ -87,6 +93,7 @@ class _OpsAdapter:
 
         def call(*args, **kwargs):
             return op(*[self._convert(a) for a in args], **{k: self._convert(v) for k, v in kwargs.items()})
+
         return call
 
 
@@ -99,7 +106,7 @@ def to_nvfuser(fusion: Fusion, frontend: str | None = None) -> Any:
     fd = module.FusionDefinition()
     with fd:
         target = _DirectAdapter(fd) if direct else fd
-        replay(fusion, _DtypeAdapter(target, module), style="direct" if direct else "classic")
+        replay_for(fusion, _DtypeAdapter(target, module), "direct" if direct else "classic")
     return fd
 
 

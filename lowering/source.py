@@ -1,4 +1,5 @@
 """Fusion IR -> Python source in nvFuser's repro format (re-ingests to the same IR)."""
+
 from __future__ import annotations
 
 import ast
@@ -7,7 +8,7 @@ from typing import Any, Sequence
 from eqsat.ir.fusion import FRONTENDS, Fusion
 from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPS
 from eqsat.ir.printing import literal
-from eqsat.ir.replay import replay
+from .frontends import replay_for
 
 
 class Name(str):
@@ -65,9 +66,10 @@ class _WriterOps:
         spec = OPS.get(name)
 
         def op(*args, **kwargs):
-            opaque = OPAQUE_OUTPUTS.get()          # set for an opaque node of several outputs
+            opaque = OPAQUE_OUTPUTS.get()  # set for an opaque node of several outputs
             kinds = ("T",) * opaque if opaque else spec.outputs if spec else ("T",)
             return self._w.call(f"fd.ops.{name}", args, kwargs, kinds)
+
         return op
 
 
@@ -88,7 +90,7 @@ def fusion_source(fusion: Fusion, style: str | None = None) -> str:
     if style not in ("classic", "direct"):
         raise ValueError(f"style must be 'classic' or 'direct', got {style!r}")
     writer = SourceWriter(style=style)
-    replay(fusion, writer, style=style)
+    replay_for(fusion, writer, style)
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
     return f"def {name}(fd : FusionDefinition) -> None :\n" + "\n".join(writer.lines) + "\n"
 
@@ -101,8 +103,11 @@ def _input_literal(value: Any) -> str:
         if value.dim() == 0 or value.is_contiguous():
             return f"torch.testing.make_tensor({tuple(value.shape)}, dtype={dtype}, device='cuda')"
         numel = 1 + sum((s - 1) * st for s, st in zip(value.shape, value.stride())) if value.numel() else 0
-        maker = f"torch.randn({numel}, dtype={dtype}, device='cuda')" if value.dtype.is_floating_point \
+        maker = (
+            f"torch.randn({numel}, dtype={dtype}, device='cuda')"
+            if value.dtype.is_floating_point
             else f"torch.randint(0, 10, ({numel},), dtype={dtype}, device='cuda')"
+        )
         return f"{maker}.as_strided({tuple(value.shape)}, {tuple(value.stride())})"
     return literal(value)
 
@@ -113,8 +118,10 @@ def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str
     style = style or style_of(fusion)
     module = "nvfuser" if style == "classic" else "nvfuser_direct"
     name = "nvfuser_fusion_id0" if style == "classic" else "nvfuser_fusion"
-    text = (f"import torch\nfrom {module} import FusionDefinition, DataType\n\n"
-            f"{fusion_source(fusion, style)}\nwith FusionDefinition() as fd:\n    {name}(fd)\n")
+    text = (
+        f"import torch\nfrom {module} import FusionDefinition, DataType\n\n"
+        f"{fusion_source(fusion, style)}\nwith FusionDefinition() as fd:\n    {name}(fd)\n"
+    )
     if inputs is not None:
         text += "\ninputs = [\n" + "".join(f"    {_input_literal(v)},\n" for v in inputs) + "]\n"
         text += "fd.execute(inputs)\n"
@@ -124,26 +131,34 @@ def repro_source(fusion: Fusion, inputs: Sequence[Any] | None = None, style: str
 MODULES = {style: module for module, style in STYLES.items()}
 
 
-def spliced_repro(source: str, definition: ast.FunctionDef, fusion: Fusion, style: str | None = None,
-                  header: Sequence[str] = ()) -> str:
+def spliced_repro(
+    source: str,
+    definition: ast.FunctionDef,
+    fusion: Fusion,
+    style: str | None = None,
+    header: Sequence[str] = (),
+) -> str:
     """The repro file ``source`` with its definition function (``definition``, its syntax
     tree) replaced by ``fusion``'s in ``style`` (by default its frontend's) under the file's
     own function name, each top-level ``from nvfuser... import`` made the style's module, and
     ``header`` as comment lines first: the file's inputs and everything else it holds are
     kept as written, so it runs and re-reads as the original did."""
     style = style or style_of(fusion)
-    text = fusion_source(fusion, style).split("\n", 1)[1]           # the body, under the file's name
+    text = fusion_source(fusion, style).split("\n", 1)[1]  # the body, under the file's name
     lines = source.splitlines()
     new = [f"def {definition.name}(fd : FusionDefinition) -> None :"] + text.rstrip("\n").split("\n")
     first = min([definition.lineno] + [d.lineno for d in definition.decorator_list]) - 1
-    lines[first:definition.end_lineno] = new
+    lines[first : definition.end_lineno] = new
     module = MODULES[style]
     tree = ast.parse(source)
-    for stmt in sorted(tree.body, key=lambda st: -st.lineno):       # later first: earlier lines stay put
+    for stmt in sorted(tree.body, key=lambda st: -st.lineno):  # later first: earlier lines stay put
         if stmt.lineno > first:
             continue
-        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] in FRONTENDS \
-                and stmt.module != module:
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and (stmt.module or "").split(".")[0] in FRONTENDS
+            and stmt.module != module
+        ):
             names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in stmt.names)
-            lines[stmt.lineno - 1:stmt.end_lineno] = [f"from {module} import {names}"]
+            lines[stmt.lineno - 1 : stmt.end_lineno] = [f"from {module} import {names}"]
     return "".join(f"# {h}\n" for h in header) + "\n".join(lines) + "\n"

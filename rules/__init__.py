@@ -7,6 +7,7 @@ their kinds, ``Term``, ``Axes``, ``DType``, ``Correction`` or ``Index`` (see :mo
 ``select_rules(special_values=False)`` leaves out the rules flagged ``[special values]``,
 ``select_rules(reassociate=False)`` those and the ``[reassociates]`` ones too.
 """
+
 from eqsat.egraph.saturate import select_rules
 
 from . import algebra, distributive, indexing, normalization, placement, split  # noqa: F401  (they register rules)
@@ -14,4 +15,15 @@ from .rule import RULES, Axes, Correction, DType, Index, Rule, Term, rule
 
 FAMILIES = sorted({r.family for r in RULES.values()})
 
-__all__ = ["RULES", "Rule", "rule", "FAMILIES", "Term", "Axes", "DType", "Correction", "Index", "select_rules"]
+__all__ = [
+    "RULES",
+    "Rule",
+    "rule",
+    "FAMILIES",
+    "Term",
+    "Axes",
+    "DType",
+    "Correction",
+    "Index",
+    "select_rules",
+]

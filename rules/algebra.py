@@ -2,6 +2,7 @@
 
 Each docstring ends with what the rule assumes about special values (NaN, +-inf, signed zero,
 integer overflow); see :mod:`eqsat.rules.rule`."""
+
 from .rule import DType, Term, rule
 
 
@@ -70,8 +71,11 @@ def abs_of_product(k, a: Term, b: Term):
     are +0.0); overflow and underflow happen at the same magnitude on both. Integer overflow:
     floating operands only (an integer |INT_MIN| is INT_MIN, and a wrapped product's sign is
     not the product of the signs)."""
-    return (k.Abs(k.Mul(a, b)), k.Mul(k.Abs(a), k.Abs(b)),
-            [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)])
+    return (
+        k.Abs(k.Mul(a, b)),
+        k.Mul(k.Abs(a), k.Abs(b)),
+        [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)],
+    )
 
 
 @rule("algebra", signed_zeros=True)
@@ -84,8 +88,11 @@ def abs_of_quotient(k, a: Term, b: Term):
     +inf and 0/0 NaN on the right (|a/-0.0| = +inf too); inf/inf is NaN on both; a zero
     quotient is +0.0 on both sides; overflow and underflow at the same magnitude. Integer
     overflow: floating operands only (integer division truncates, and INT_MIN / -1 wraps)."""
-    return (k.Abs(k.Div(a, b)), k.Div(k.Abs(a), k.Abs(b)),
-            [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)])
+    return (
+        k.Abs(k.Div(a, b)),
+        k.Div(k.Abs(a), k.Abs(b)),
+        [k.constant_along(b, k.labels(a)), k.floating(a), k.floating(b)],
+    )
 
 
 @rule("algebra")
@@ -130,8 +137,11 @@ def cast_after_exact_widening(k, x: Term, E: DType, F: DType):
 
     Special values: exact: each cast holds NaN, +-inf and a signed zero as they were; integer
     widenings hold the whole range of the narrower type (no overflow)."""
-    return k.Cast(F, k.Cast(E, x)), k.Cast(F, x), [k.widens(k.dtype(x), E), k.widens(E, F),
-                                                   k.widens(k.dtype(x), F)]
+    return (
+        k.Cast(F, k.Cast(E, x)),
+        k.Cast(F, x),
+        [k.widens(k.dtype(x), E), k.widens(E, F), k.widens(k.dtype(x), F)],
+    )
 
 
 @rule("algebra", signed_zeros=True)
@@ -144,5 +154,4 @@ def negation_out_of_product(k, a: Term, b: Term):
     symmetric in sign: NaN, +-inf (0*inf is NaN on both sides) and signed zeros agree.
     Integer overflow: a is floating (an Int32 -a wraps at INT_MIN before a wider product,
     and an integer 0 has no sign to flip: (-0)*-1.0 is -0.0, -(0*-1.0) is +0.0)."""
-    return (k.Mul(k.Neg(a), b), k.Neg(k.Mul(a, b)),
-            [k.floating(a), k.full_precision(a), k.full_precision(b)])
+    return (k.Mul(k.Neg(a), b), k.Neg(k.Mul(a, b)), [k.floating(a), k.full_precision(a), k.full_precision(b)])

@@ -31,18 +31,32 @@ same op on the same operand elements on both sides, so NaN, +-inf, signed zeros 
 are the same), except through a sum, whose order of additions may differ between the kernels
 the two sides make (marked ``reassociates``).
 """
+
+from eqsat.egraph.terms import TERMS, TermKind
+
 from .rule import Axes, Axis, DType, Index, Term, rule
 
-# the indexing terms, and the ops and reductions they are moved through
-INDEX_TERMS = ("Take", "IndexSelect")
-UNARY = ("Neg", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Relu")
-BINARY = ("Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow")
-REDUCTIONS = ("Sum", "Max", "Min")
+
+def _terms(test) -> tuple[str, ...]:
+    """The names of the terms whose rows pass ``test``, in the table's order."""
+    return tuple(t.name for t in TERMS.values() if test(t))
+
+
+# the indexing terms moved, and the elementwise ops and reductions they are moved through: the
+# rows of the table of terms marked "moved" and "through"
+MOVED_INDEXING = _terms(lambda t: "moved" in t.facts)
+UNARY_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.POINTWISE and t.kids == 1)
+BINARY_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.POINTWISE and t.kids == 2)
+REDUCTIONS_THROUGH = _terms(lambda t: "through" in t.facts and t.kind is TermKind.REDUCTION)
 _SNAKE = {"IndexSelect": "index_select", "Take": "take"}
-_EXACT_REDUCTION = ("exact: a max or min of the same elements, so NaN, +-inf alike and no overflow; signed "
-                    "zeros not kept (which of +0.0 and -0.0 a max of both gives is the kernel's choice)")
-_SUM = ("the same sum of the same elements, so NaN and +-inf alike, but the two kernels may add them in "
-        "another order (reassociates: rounding, and a partial sum's overflow); signed zeros not kept")
+_EXACT_REDUCTION = (
+    "exact: a max or min of the same elements, so NaN, +-inf alike and no overflow; signed "
+    "zeros not kept (which of +0.0 and -0.0 a max of both gives is the kernel's choice)"
+)
+_SUM = (
+    "the same sum of the same elements, so NaN and +-inf alike, but the two kernels may add them in "
+    "another order (reassociates: rounding, and a partial sum's overflow); signed zeros not kept"
+)
 
 
 def _indexes(k, op: str, a, i, V):
@@ -64,43 +78,62 @@ def _unary_rules(op: str, u: str) -> None:
     def fn(k, V: Axis, a: Term, i: Index):
         idx = getattr(k, op)
         return idx(V, getattr(k, u)(a), i), getattr(k, u)(idx(V, a, i)), [k.has_axes(V), k.at_most_one(V)]
-    _register(f"{_SNAKE[op]}_of_{u.lower()}", fn,
-              f"""{op}_V({u}(a), i) = {u}({op}_V(a, i)): picking elements commutes with an
+
+    _register(
+        f"{_SNAKE[op]}_of_{u.lower()}",
+        fn,
+        f"""{op}_V({u}(a), i) = {u}({op}_V(a, i)): picking elements commutes with an
     elementwise function (the same function of the same element).
 
     Special values: exact (NaN, +-inf, signed zeros and overflow: the same op on the same
-    element; in range indices only, see the module).""", signed_zeros=True)
+    element; in range indices only, see the module).""",
+        signed_zeros=True,
+    )
 
 
 def _cast_rule(op: str) -> None:
     def fn(k, V: Axis, D: DType, a: Term, i: Index):
         idx = getattr(k, op)
         return idx(V, k.Cast(D, a), i), k.Cast(D, idx(V, a, i)), [k.has_axes(V), k.at_most_one(V)]
-    _register(f"{_SNAKE[op]}_of_cast", fn,
-              f"""{op}_V(cast(a), i) = cast({op}_V(a, i)): a cast is elementwise. Pays where a is
+
+    _register(
+        f"{_SNAKE[op]}_of_cast",
+        fn,
+        f"""{op}_V(cast(a), i) = cast({op}_V(a, i)): a cast is elementwise. Pays where a is
     an input: bf16 logits upcast to Float are picked from the bf16 input (nvFuser indexes only
     a kernel's input, and copies the upcast into each kernel that reads it: the Float logits
     are never written).
 
     Special values: exact (the same rounding of the same element: NaN, +-inf, signed zeros
-    and overflow alike).""", signed_zeros=True)
+    and overflow alike).""",
+        signed_zeros=True,
+    )
 
 
 def _binary_rules(op: str, b_: str) -> None:
     def both(k, V: Axis, a: Term, b: Term, i: Index):
         idx, f = getattr(k, op), getattr(k, b_)
-        return (idx(V, f(a, b), i), f(idx(V, a, i), idx(V, b, i)),
-                [k.has_axes(V), k.at_most_one(V), *_indexes(k, op, a, i, V), *_indexes(k, op, b, i, V)])
+        return (
+            idx(V, f(a, b), i),
+            f(idx(V, a, i), idx(V, b, i)),
+            [k.has_axes(V), k.at_most_one(V), *_indexes(k, op, a, i, V), *_indexes(k, op, b, i, V)],
+        )
 
     def left(k, V: Axis, a: Term, b: Term, i: Index):
         idx, f = getattr(k, op), getattr(k, b_)
-        return (idx(V, f(a, b), i), f(idx(V, a, i), b),
-                [k.has_axes(V), k.at_most_one(V), k.constant_along(b, V), *_indexes(k, op, a, i, V)])
+        return (
+            idx(V, f(a, b), i),
+            f(idx(V, a, i), b),
+            [k.has_axes(V), k.at_most_one(V), k.constant_along(b, V), *_indexes(k, op, a, i, V)],
+        )
 
     def right(k, V: Axis, a: Term, b: Term, i: Index):
         idx, f = getattr(k, op), getattr(k, b_)
-        return (idx(V, f(a, b), i), f(a, idx(V, b, i)),
-                [k.has_axes(V), k.at_most_one(V), k.constant_along(a, V), *_indexes(k, op, b, i, V)])
+        return (
+            idx(V, f(a, b), i),
+            f(a, idx(V, b, i)),
+            [k.has_axes(V), k.at_most_one(V), k.constant_along(a, V), *_indexes(k, op, b, i, V)],
+        )
 
     name = f"{_SNAKE[op]}_of_{b_.lower()}"
     special = """
@@ -108,30 +141,61 @@ def _binary_rules(op: str, b_: str) -> None:
     Special values: exact: the same op on the same elements, so NaN, +-inf and overflow alike;
     signed zeros too, but for a max or min of +0.0 and -0.0, whose sign is the kernel's choice."""
     signed_zeros = b_ not in ("Maximum", "Minimum")
-    _register(name, both, f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), {op}_V(b, i)) where both vary
-    along V: the same op on the picked elements of each.""" + special, signed_zeros=signed_zeros)
-    _register(name + "_with_constant", left, f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), b) where
+    _register(
+        name,
+        both,
+        f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), {op}_V(b, i)) where both vary
+    along V: the same op on the picked elements of each."""
+        + special,
+        signed_zeros=signed_zeros,
+    )
+    _register(
+        name + "_with_constant",
+        left,
+        f"""{op}_V({b_}(a, b), i) = {b_}({op}_V(a, i), b) where
     b lacks V (a row statistic: every element of a row meets the same b, so the picked one
     does): the indexed tensor is never formed. take(x - logsumexp_V(x), y) = take(x, y) -
-    logsumexp_V(x): cross-entropy's log-softmax.""" + special, signed_zeros=signed_zeros)
-    _register(name + "_of_constant", right, f"""{op}_V({b_}(a, b), i) = {b_}(a, {op}_V(b, i)) where
-    a lacks V (the mirror image).""" + special, signed_zeros=signed_zeros)
+    logsumexp_V(x): cross-entropy's log-softmax."""
+        + special,
+        signed_zeros=signed_zeros,
+    )
+    _register(
+        name + "_of_constant",
+        right,
+        f"""{op}_V({b_}(a, b), i) = {b_}(a, {op}_V(b, i)) where
+    a lacks V (the mirror image)."""
+        + special,
+        signed_zeros=signed_zeros,
+    )
 
 
 def _reduction_rule(op: str, r: str) -> None:
     def fn(k, V: Axis, R: Axes, a: Term, i: Index):
         idx, red = getattr(k, op), getattr(k, r)
-        return (idx(V, red(R, a), i), red(R, idx(V, a, i)),
-                [k.has_axes(V), k.at_most_one(V), k.disjoint(V, R), k.constant_along(i, R),
-                 *_indexes(k, op, a, i, V)])
+        return (
+            idx(V, red(R, a), i),
+            red(R, idx(V, a, i)),
+            [
+                k.has_axes(V),
+                k.at_most_one(V),
+                k.disjoint(V, R),
+                k.constant_along(i, R),
+                *_indexes(k, op, a, i, V),
+            ],
+        )
+
     exact = r != "Sum"
-    _register(f"{_SNAKE[op]}_of_{r.lower()}", fn, f"""{op}_V({r}_R(a), i) = {r}_R({op}_V(a, i)) when R
+    _register(
+        f"{_SNAKE[op]}_of_{r.lower()}",
+        fn,
+        f"""{op}_V({r}_R(a), i) = {r}_R({op}_V(a, i)) when R
     does not hold V and the index is constant along R: each picked element of the reduction
     reduces the same elements of a (those of its row along R), so only the picked rows are
     reduced.
 
     Special values: {_EXACT_REDUCTION if exact else _SUM}.""",
-              reassociates=not exact)
+        reassociates=not exact,
+    )
 
 
 @rule("indexing")
@@ -148,8 +212,11 @@ def sum_of_one_hot(k, V: Axis, a: Term, y: Index):
     zeros' signs are not kept. Floating a only (an integer sum is Int64)."""
     one_hot = k.Tern("where", k.Bin("eq", k.Iota(V), y), a, k.Num(0.0))
     in_range = k.Bin("logical_and", k.Bin("ge", y, k.Int(0)), k.Bin("lt", y, k.Extent(V)))
-    return (k.Sum(V, one_hot), k.Tern("where", in_range, a, k.Num(0.0)),
-            [k.constant_along(a, V), k.constant_along(y, V), k.floating(a)])
+    return (
+        k.Sum(V, one_hot),
+        k.Tern("where", in_range, a, k.Num(0.0)),
+        [k.constant_along(a, V), k.constant_along(y, V), k.floating(a)],
+    )
 
 
 @rule("indexing", signed_zeros=True)
@@ -172,16 +239,25 @@ def take_padded(k, V: Axis, D: DType, a: Term, i: Index):
     back to a's dtype is of a value of that dtype)."""
     last = k.Bin("eq", i, k.Extent(V))
     picked = k.Tern("where", last, k.Num(0.0), k.Take(V, a, k.Tern("where", last, k.Int(0), i)))
-    return (k.TakePad(V, a, i), k.Cast(D, picked),
-            [k.has_axes(V), k.at_most_one(V), k.never_empty(V), k.floating(a), k.has_dtype(a, D),
-             *_indexes(k, "Take", a, i, V)])
+    return (
+        k.TakePad(V, a, i),
+        k.Cast(D, picked),
+        [
+            k.has_axes(V),
+            k.at_most_one(V),
+            k.never_empty(V),
+            k.floating(a),
+            k.has_dtype(a, D),
+            *_indexes(k, "Take", a, i, V),
+        ],
+    )
 
 
-for _op in INDEX_TERMS:
-    for _u in UNARY:
+for _op in MOVED_INDEXING:
+    for _u in UNARY_THROUGH:
         _unary_rules(_op, _u)
     _cast_rule(_op)
-    for _b in BINARY:
+    for _b in BINARY_THROUGH:
         _binary_rules(_op, _b)
-    for _r in REDUCTIONS:
+    for _r in REDUCTIONS_THROUGH:
         _reduction_rule(_op, _r)

@@ -2,11 +2,14 @@
 
 Only for full-precision inputs: nvFuser rejects var_mean of bf16/fp16 ("upcast to float"),
 and a mean of a half type would round where the sum form does not."""
+
 from .rule import Axes, Correction, Term, rule
 
 
-@rule("normalization", special_values="the sum overflows to inf where nvFuser's welford mean of "
-                                      "values above max/|R| does not")
+@rule(
+    "normalization",
+    special_values="the sum overflows to inf where nvFuser's welford mean of values above max/|R| does not",
+)
 def mean_as_sum(k, x: Term, R: Axes):
     """mean_R(x) = sum_R(x) / |R|. Pays: a sum fuses where nvFuser's welford may not, and the
     distributive rules then see through it.
@@ -42,5 +45,8 @@ def corrected_variance_as_sums(k, x: Term, R: Axes, C: Correction):
     Special values: NaN and +-inf alike, as for variance-as-sums (an inf makes x - mean NaN, as
     it makes the variance NaN). Signed zero: +0.0 on both sides. Overflow: a square may overflow
     where the variance does not (reassociates). Floating point only."""
-    return (k.Var(R, C, x), _two_pass(k, x, R, C),
-            [k.floating(x), k.full_precision(x), k.zero_or_one(C), k.never_empty(R)])
+    return (
+        k.Var(R, C, x),
+        _two_pass(k, x, R, C),
+        [k.floating(x), k.full_precision(x), k.zero_or_one(C), k.never_empty(R)],
+    )

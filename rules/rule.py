@@ -7,7 +7,7 @@
                 [k.constant_along(b, R), k.floating(a), k.floating(b)])
 
 The function takes a namespace ``k`` and the rule's variables, each annotated with its kind
-(:data:`KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
+(:data:`VARIABLE_KINDS`: ``Term``, a term; ``Axes``, a set of axis labels; ``DType``, a dtype code;
 ``Correction``, a variance's correction; ``Index``, a term of indices; ``Axis``, one axis
 label), and returns ``(lhs, rhs, conditions)``. A variable
 without a kind is an error when the rule is registered. :meth:`Rule.variables` reads the
@@ -24,6 +24,7 @@ evaluates both sides on random tensors. One definition serves all three, so what
 is what runs. The conditions a rule states in its domain's words (:class:`Conditions`) are
 written once, over the few primitives each namespace gives.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -35,8 +36,19 @@ from egglog import rule as egg_rule
 from egglog import union, var
 
 from eqsat.egraph.registry import RULES as REGISTRY
-from eqsat.egraph.vocabulary import (CONSTRUCTORS, Cast, Term, compute_dtype, drawn, dtype, floating, labels,
-                                     nonempty_labels, nonneg, widens)
+from eqsat.egraph.vocabulary import (
+    CONSTRUCTORS,
+    Cast,
+    Term,
+    compute_dtype,
+    drawn,
+    dtype,
+    floating,
+    labels,
+    nonempty_labels,
+    nonneg,
+    widens,
+)
 
 
 class Axes:
@@ -65,23 +77,26 @@ class Axis:
 
 
 # the kinds of rule variables (``Term`` is the e-graph's Term sort itself)
-KINDS = (Term, Axes, DType, Correction, Index, Axis)
-TERM_KINDS = (Term, Index)          # the kinds that are terms
+VARIABLE_KINDS = (Term, Axes, DType, Correction, Index, Axis)
+TERM_VARIABLE_KINDS = (Term, Index)  # the kinds of variables that are terms
 
 
 def rule_variables(name: str, fn: Callable) -> list[tuple[str, type]]:
     """The variables of the rule ``name`` that ``fn`` defines, with their kinds: its
-    parameters after the namespace, each annotated with one of :data:`KINDS`."""
+    parameters after the namespace, each annotated with one of :data:`VARIABLE_KINDS`."""
     try:
         params = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
     except NameError as err:
         raise ValueError(f"rule {name}: a variable's kind is not known here ({err})") from None
     out = []
     for p in params:
-        if p.annotation not in KINDS:
+        if p.annotation not in VARIABLE_KINDS:
             said = "has no kind" if p.annotation is p.empty else f"has the kind {p.annotation!r}"
-            raise ValueError(f"rule {name}: variable {p.name} {said}; annotate it with one of "
-                             f"{', '.join(k.__name__ for k in KINDS)} (def {fn.__name__}(k, {p.name}: Term, ...))")
+            raise ValueError(
+                f"rule {name}: variable {p.name} {said}; annotate it with one of "
+                f"{', '.join(k.__name__ for k in VARIABLE_KINDS)} "
+                f"(def {fn.__name__}(k, {p.name}: Term, ...))"
+            )
         out.append((p.name, p.annotation))
     return out
 
@@ -93,11 +108,11 @@ class Rule:
     fn: Callable
     reassociates: bool = False
     doc: str = ""
-    special_values: str = ""      # why the sides may differ on NaN, +-inf or overflow; "" if they don't
-    signed_zeros: bool = False    # the sides also agree on the sign of zero results
+    special_values: str = ""  # why the sides may differ on NaN, +-inf or overflow; "" if they don't
+    signed_zeros: bool = False  # the sides also agree on the sign of zero results
 
     def __post_init__(self):
-        rule_variables(self.name, self.fn)       # every variable has a kind, or the rule is refused
+        rule_variables(self.name, self.fn)  # every variable has a kind, or the rule is refused
 
     @property
     def exact_on_special_values(self) -> bool:
@@ -107,25 +122,32 @@ class Rule:
     @property
     def flags(self) -> list[str]:
         """What ``eqsat rules list`` shows after the rule's name."""
-        return [f for f, on in (("reassociates", self.reassociates),
-                                ("special values", bool(self.special_values)),
-                                ("signed zeros", self.signed_zeros)) if on]
+        return [
+            f
+            for f, on in (
+                ("reassociates", self.reassociates),
+                ("special values", bool(self.special_values)),
+                ("signed zeros", self.signed_zeros),
+            )
+            if on
+        ]
 
     @property
     def variables(self) -> list[tuple[str, type]]:
-        """The rule's variables, in order, with their kinds (:data:`KINDS`)."""
+        """The rule's variables, in order, with their kinds (:data:`VARIABLE_KINDS`)."""
         return rule_variables(self.name, self.fn)
 
     def egglog(self):
         k = EggNamespace()
-        args = [var(name, Term if kind in TERM_KINDS else i64) for name, kind in self.variables]
+        args = [var(name, Term if kind in TERM_VARIABLE_KINDS else i64) for name, kind in self.variables]
         lhs, rhs, conditions = self.fn(k, *args)
         return egg_rule(lhs, *k.facts, *conditions, name=self.name).then(union(lhs).with_(rhs))
 
     def rhs_shape(self):
         """The right-hand side's constructor tree, with variables as None: ("Mul", ("Sum", None), None)."""
         k = ShapeNamespace()
-        _, rhs, _ = self.fn(k, *[_Hole() if kind in TERM_KINDS else _Mask() for _, kind in self.variables])
+        holes = [_Hole() if kind in TERM_VARIABLE_KINDS else _Mask() for _, kind in self.variables]
+        _, rhs, _ = self.fn(k, *holes)
         return rhs.shape if isinstance(rhs, _Shape) else None
 
     @property
@@ -139,6 +161,7 @@ class Rule:
 
 class _Hole:
     """A term variable while reading a rule's shape."""
+
     shape = None
 
 
@@ -147,6 +170,7 @@ class _Mask:
 
     def __and__(self, other):
         return self
+
     __or__ = __xor__ = __sub__ = __rand__ = __ror__ = __rsub__ = __and__
 
 
@@ -160,31 +184,35 @@ class ShapeNamespace:
 
     def __getattr__(self, name):
         if name in CONSTRUCTORS:
+
             def build(*args):
                 kids = tuple(a.shape for a in args if isinstance(a, _Hole))
                 return _Shape((name,) + kids)
+
             return build
-        if name == "acc":             # a cast that vanishes for full-precision operands
+        if name == "acc":  # a cast that vanishes for full-precision operands
             return lambda t: t
         return lambda *args: _Mask()
 
 
-RULES: dict[str, Rule] = REGISTRY      # every rule, by name (the e-graph's registry)
+RULES: dict[str, Rule] = REGISTRY  # every rule, by name (the e-graph's registry)
 
 
-def rule(family: str, *, reassociates: bool = False, special_values: str = "",
-         signed_zeros: bool = False):
+def rule(family: str, *, reassociates: bool = False, special_values: str = "", signed_zeros: bool = False):
     """Register a rule of ``family``. ``reassociates`` marks rules that change the order of a
     floating-point sum or product; ``special_values`` says why a rule's sides may differ on NaN,
     +-inf or overflow (a caller can turn both kinds off); ``signed_zeros`` claims that the sides
     also agree on the sign of zeros (the verifier then checks it)."""
+
     def register(fn):
         name = fn.__name__.replace("_", "-")
         if name in RULES:
             raise ValueError(f"two rules are named {name}")
-        RULES[name] = Rule(name, family, fn, reassociates, inspect.getdoc(fn) or "",
-                           special_values, signed_zeros)      # refused if a variable has no kind
+        RULES[name] = Rule(
+            name, family, fn, reassociates, inspect.getdoc(fn) or "", special_values, signed_zeros
+        )  # refused if a variable has no kind
         return fn
+
     return register
 
 

@@ -4,6 +4,7 @@ The second motivating pattern: ``amax(abs(layer_norm(x)))`` over rows and hidden
 inner ``max`` over the hidden axis shares the layer norm's reduction axes, so nvFuser fuses it
 into the normalization kernel; the outer ``max`` reads one number per row.
 """
+
 import inspect
 
 from .rule import Axes, Term, rule
@@ -12,21 +13,20 @@ from .rule import Axes, Term, rule
 # their docstrings
 _SPECIAL = {
     "Sum": "Special values: NaN and +-inf give the same result in any order (NaN, or +inf "
-           "and -inf together, make NaN). Signed zero: not kept. Overflow: a partial sum may "
-           "overflow in one order and not the other (reassociates). Integer sums (Int64) wrap "
-           "alike in any order.",
+    "and -inf together, make NaN). Signed zero: not kept. Overflow: a partial sum may "
+    "overflow in one order and not the other (reassociates). Integer sums (Int64) wrap "
+    "alike in any order.",
     "Prod": "Special values: NaN, +-inf and 0 give the same result in any order (0*inf is "
-            "NaN). Signed zero: not kept. Overflow and underflow: a partial product may "
-            "overflow or flush to 0 in one order only (reassociates). Integer products (Int64) "
-            "wrap alike in any order.",
+    "NaN). Signed zero: not kept. Overflow and underflow: a partial product may "
+    "overflow or flush to 0 in one order only (reassociates). Integer products (Int64) "
+    "wrap alike in any order.",
     "Max": "Special values: exact: a NaN anywhere makes the max NaN in any nesting, +-inf "
-           "are ordinary values to max. Signed zero: not kept (the max of -0.0 and +0.0 is "
-           "the reduction order's). No arithmetic, so no overflow.",
+    "are ordinary values to max. Signed zero: not kept (the max of -0.0 and +0.0 is "
+    "the reduction order's). No arithmetic, so no overflow.",
     "Min": "Special values: exact: a NaN anywhere makes the min NaN in any nesting, +-inf "
-           "are ordinary values to min. Signed zero: not kept (the min of -0.0 and +0.0 is "
-           "the reduction order's). No arithmetic, so no overflow.",
+    "are ordinary values to min. Signed zero: not kept (the min of -0.0 and +0.0 is "
+    "the reduction order's). No arithmetic, so no overflow.",
 }
-
 
 
 def _split(op: str, *, reassociates: bool):
@@ -34,13 +34,16 @@ def _split(op: str, *, reassociates: bool):
     special-values paragraph. Sums and products of bf16/fp16 are left alone (their rules ask
     for full precision): nesting them would round the inner result to the half type (max and
     min are exact in any dtype)."""
+
     def register(fn):
         fn.__doc__ = f"{inspect.cleandoc(fn.__doc__)}\n\n{_SPECIAL[op]}"
         return rule("split", reassociates=reassociates)(fn)
+
     return register
 
 
 # -- sums ------------------------------------------------------------------------------------------
+
 
 @_split("Sum", reassociates=True)
 def split_sum_lowest_axis_first(k, x: Term, R: Axes):
@@ -65,6 +68,7 @@ def merge_nested_sum(k, x: Term, R: Axes, S: Axes):
 
 # -- maxima ----------------------------------------------------------------------------------------
 
+
 @_split("Max", reassociates=False)
 def split_max_lowest_axis_first(k, x: Term, R: Axes):
     """Max_R(x) = Max_(R-r)(Max_r(x)), r the lowest label of R: the reduction over several
@@ -87,6 +91,7 @@ def merge_nested_max(k, x: Term, R: Axes, S: Axes):
 
 
 # -- minima ----------------------------------------------------------------------------------------
+
 
 @_split("Min", reassociates=False)
 def split_min_lowest_axis_first(k, x: Term, R: Axes):
@@ -111,20 +116,27 @@ def merge_nested_min(k, x: Term, R: Axes, S: Axes):
 
 # -- products --------------------------------------------------------------------------------------
 
+
 @_split("Prod", reassociates=True)
 def split_prod_lowest_axis_first(k, x: Term, R: Axes):
     """Prod_R(x) = Prod_(R-r)(Prod_r(x)), r the lowest label of R: the reduction over several
     axes as two nested ones. Every partition is reached by applying it again and merging. Pays
     when the inner one fuses with a producer that reduces r (a normalization)."""
-    return (k.Prod(R, x), k.Prod(k.minus(R, k.low(R)), k.Prod(k.low(R), x)),
-            [k.several(R), k.full_precision(x)])
+    return (
+        k.Prod(R, x),
+        k.Prod(k.minus(R, k.low(R)), k.Prod(k.low(R), x)),
+        [k.several(R), k.full_precision(x)],
+    )
 
 
 @_split("Prod", reassociates=True)
 def split_prod_lowest_axis_last(k, x: Term, R: Axes):
     """Prod_R(x) = Prod_r(Prod_(R-r)(x)): the other nesting order."""
-    return (k.Prod(R, x), k.Prod(k.low(R), k.Prod(k.minus(R, k.low(R)), x)),
-            [k.several(R), k.full_precision(x)])
+    return (
+        k.Prod(R, x),
+        k.Prod(k.low(R), k.Prod(k.minus(R, k.low(R)), x)),
+        [k.several(R), k.full_precision(x)],
+    )
 
 
 @_split("Prod", reassociates=True)

@@ -30,302 +30,33 @@ flags: the flags speak of floating-point NaN, inf and rounding, and integer resu
 wrap around, in any order alike) must agree exactly, so a rule that integer wrap-around
 breaks fails whatever it is flagged.
 """
+
 from __future__ import annotations
 
 import math
 import random
-import warnings
 from dataclasses import dataclass
 
 import torch
 
-from eqsat.egraph.dtype_codes import WEAK, compute_code, exact_widenings, result_code
-from eqsat.egraph.terms import BOOLEAN_BINARY, DTYPE_CODE, DTYPES, IR_OP, TERMS, WEAK_FLOAT, WEAK_INT, bits
-from eqsat.ir.dtypes import DataType, to_torch
+from eqsat.egraph.dtype_codes import WEAK
+from eqsat.egraph.terms import DTYPES
 from eqsat.reference.compare import rtol_of
-from eqsat.reference.torch_executor import TorchOps, cast_tensor
 
 from . import RULES
-from .rule import Axes, Axis, Conditions, Correction, DType, Index, Term
-
-_OPS = TorchOps()
-_FLOAT_CODES = [DTYPE_CODE[d] for d in (DataType.Double, DataType.Float, DataType.BFloat16, DataType.Half)]
-_INT_CODES = [DTYPE_CODE[d] for d in (DataType.Int32, DataType.Int)]
-_BOOL = DTYPE_CODE[DataType.Bool]
-_DOUBLE = DTYPE_CODE[DataType.Double]
-_WIDENS = set(exact_widenings())
-
-
-def _rounded(t: torch.Tensor, code: int) -> torch.Tensor:
-    """``t`` as a value of ``code`` holds it: floats rounded to the dtype (as nvFuser's cast
-    rounds: to FP8 saturating) and held in float64 (weak float scalars as float64), integers in
-    their own dtype (weak ones in int64)."""
-    if code == WEAK_INT:
-        return t.to(torch.int64)
-    if code in WEAK:
-        return t.to(torch.float64)
-    d = _torch_dtype(DTYPES[code])
-    return cast_tensor(t, d) if not d.is_floating_point else cast_tensor(t, d).to(torch.float64)
-
-
-def _is_float_code(code: int) -> bool:
-    return code in _FLOAT_CODES or code == WEAK_FLOAT
-
-
-@dataclass
-class Named:
-    """A named-axis value: ``t`` has one dim per label in ``labels``."""
-
-    t: torch.Tensor
-    labels: tuple[int, ...]
-    dtype: int = DTYPE_CODE[DataType.Double]
-
-    @property
-    def mask(self) -> int:
-        m = 0
-        for label in self.labels:
-            m |= 1 << label
-        return m
-
-    def aligned(self, order: tuple[int, ...]) -> torch.Tensor:
-        """``t`` permuted to ``order``'s relative order, with size-1 dims for missing labels."""
-        mine = [l for l in order if l in self.labels]
-        t = self.t.permute([self.labels.index(l) for l in mine]) if mine else self.t
-        shape, it = [], iter(t.shape)
-        for l in order:
-            shape.append(next(it) if l in self.labels else 1)
-        return t.reshape(shape)
-
-
-class EvalNamespace(Conditions):
-    """Evaluates rule sides; the constructors are the table of terms' (:data:`TERMS`), the
-    conditions booleans."""
-
-    def __init__(self, extents: dict[int, int]):
-        self.extents = extents
-
-    # -- values --------------------------------------------------------------------------
-    def _pointwise(self, fn, *xs: Named, dtype=None) -> Named:
-        order: list[int] = []
-        for x in xs:
-            order += [l for l in x.labels if l not in order]
-        order = tuple(order)
-        out = fn(*(x.aligned(order) for x in xs))
-        code = dtype if dtype is not None else xs[0].dtype
-        return Named(_rounded(out, code), order, code)
-
-    def Num(self, f):
-        return Named(torch.tensor(float(f), dtype=torch.float64), (), WEAK_FLOAT)
-
-    def Int(self, i):
-        return Named(torch.tensor(int(i), dtype=torch.int64), (), WEAK_INT)
-
-    def Extent(self, mask):
-        return self.Int(math.prod(self.extents[b] for b in bits(mask)))
-
-    def _pointwise_checked(self, fn, *xs: Named, dtype=None) -> Named:
-        """``_pointwise``, where an op the torch executor refuses on these dtypes (negating or
-        subtracting bools) is no case (ValueError: drawn again)."""
-        try:
-            return self._pointwise(fn, *xs, dtype=dtype)
-        except RuntimeError as err:
-            raise ValueError(f"not defined on these dtypes: {err}") from None
-
-    def Cast(self, code, a: Named):
-        return Named(_rounded(a.t, code), a.labels, code)
-
-    def _reduce(self, op, mask, a: Named, correction=None) -> Named:
-        out = self._reduce_values(op, mask, a, correction)
-        code = result_code(TERMS[op].dtype, [a.dtype])
-        return Named(_rounded(out.t, code), out.labels, code)
-
-    def _reduce_values(self, op, mask, a: Named, correction=None) -> Named:
-        present = [l for l in bits(mask) if l in a.labels]
-        absent = [l for l in bits(mask) if l not in a.labels]
-        dims = [a.labels.index(l) for l in present]
-        rest = tuple(l for l in a.labels if l not in present)
-        t = a.t
-        if op in ("Var", "Mean") and not t.is_floating_point():
-            t = t.to(torch.float64)                 # float math on integers (floatify)
-        if op == "Var":
-            if absent:
-                raise ValueError("var over an axis its input lacks")
-            # over no labels: one element, (x - x)^2 / (1 - c) (NaN for an infinite x)
-            with warnings.catch_warnings():        # a correction of the extent or more: inf/NaN
-                warnings.simplefilter("ignore")
-                t = _OPS.var(t, dims, correction) if dims else (t - t) ** 2 / (1 - correction)
-            return Named(t, rest, a.dtype)
-        n = math.prod(self.extents[l] for l in absent)
-        if op == "Mean":          # over an empty axis, NaN (0/0), whether a lacks it or not
-            t = torch.mean(t, dim=dims) if dims else t
-            return Named(torch.full_like(t, math.nan) if n == 0 else t, rest, a.dtype)
-        if op in ("Sum", "Prod") and not t.is_floating_point():
-            t = t.to(torch.int64)                   # integers accumulate in Int64
-        if dims:
-            t = getattr(_OPS, IR_OP[op])(t, dims)
-        if n == 0:           # over an empty axis it lacks: the torch executor's empty reduction
-            t = getattr(_OPS, IR_OP[op])(t.unsqueeze(-1).expand(*t.shape, 0), [t.dim()])
-        elif op == "Sum":
-            t = t * n
-        elif op == "Prod":
-            t = t ** n
-        return Named(t, rest, a.dtype)
-
-    def _index(self, mask, a: Named, i: Named) -> tuple[int, torch.Tensor]:
-        """The indexed label, and ``i``'s values taken in range along it (the rules assume
-        indices in range); ValueError where the term would not be one the encoding makes."""
-        if len(bits(mask)) != 1 or bits(mask)[0] not in a.labels:
-            raise ValueError("an indexing term needs one label its operand varies along")
-        if i.t.is_floating_point() or i.dtype in WEAK:
-            raise ValueError("an index is an integer tensor")
-        (v,) = bits(mask)
-        if self.extents[v] == 0:
-            raise ValueError("no index is in range along an empty axis")
-        return v, i.t.to(torch.int64) % self.extents[v]
-
-    def Take(self, mask, a: Named, i: Named) -> Named:
-        """take_along_axis along ``mask``'s label: the index varies along labels of ``a`` only."""
-        v, idx = self._index(mask, a, i)
-        if not set(i.labels) <= set(a.labels) - {v}:
-            raise ValueError("take_along_axis's index varies along labels its input lacks")
-        order = tuple(l for l in a.labels if l != v)
-        x = a.t.permute([a.labels.index(l) for l in order + (v,)])
-        idx = Named(idx, i.labels).aligned(order).expand(x.shape[:-1])
-        return Named(torch.gather(x, -1, idx.unsqueeze(-1)).squeeze(-1), order, a.dtype)
-
-    def TakePad(self, mask, a: Named, i: Named) -> Named:
-        """take_along_axis of ``a`` padded with one +0.0 after the end of ``mask``'s label:
-        the zero where the index is |V|, else ``Take``'s element (taken in range there as
-        ``Take`` takes it; the rules assume indices in [0, |V|])."""
-        v, _ = self._index(mask, a, i)
-        picked = self.Take(mask, a, i)
-        last = Named(i.t.to(torch.int64) == self.extents[v], i.labels).aligned(picked.labels)
-        return Named(torch.where(last, torch.zeros_like(picked.t), picked.t), picked.labels, a.dtype)
-
-    def IndexSelect(self, mask, a: Named, i: Named) -> Named:
-        """index_select along ``mask``'s label: a 1-D index along a label ``a`` lacks."""
-        v, idx = self._index(mask, a, i)
-        if len(i.labels) != 1 or i.labels[0] in a.labels:
-            raise ValueError("index_select's index is 1-D along a label of its own")
-        dim = a.labels.index(v)
-        out = torch.index_select(a.t, dim, idx)
-        return Named(out, a.labels[:dim] + i.labels + a.labels[dim + 1:], a.dtype)
-
-    def Iota(self, mask) -> Named:
-        """0, 1, ..., |V| - 1 along the one label of ``mask`` (Int)."""
-        if len(bits(mask)) != 1:
-            raise ValueError("an iota is along one label")
-        (v,) = bits(mask)
-        return Named(torch.arange(self.extents[v], dtype=torch.int64), (v,), DTYPE_CODE[DataType.Int])
-
-    def Bin(self, op, a: Named, b: Named) -> Named:
-        """A generic binary op (the torch executor's): comparisons and logical ops give Bool."""
-        code = DTYPE_CODE[DataType.Bool] if op in BOOLEAN_BINARY else result_code("promote", [a.dtype, b.dtype])
-        return self._pointwise_checked(getattr(_OPS, op), a, b, dtype=code)
-
-    def Tern(self, op, p: Named, a: Named, b: Named) -> Named:
-        """where(p, a, b), in a's and b's promoted dtype."""
-        if op != "where":
-            raise ValueError(f"the verifier evaluates no {op}")
-        code = result_code("promote", [a.dtype, b.dtype])
-        return self._pointwise(lambda c, x, y: torch.where(c.to(torch.bool), x, y), p, a, b, dtype=code)
-
-    def __getattr__(self, name):
-        """The table's reductions, and its pointwise terms that are one IR op (the torch
-        executor's); the other terms are methods above."""
-        spec = TERMS.get(name)
-        if spec is not None and spec.kind == "reduction":       # (labels, [correction,] a)
-            return lambda mask, *rest: self._reduce(name, mask, rest[-1], *rest[:-1])
-        if spec is not None and spec.kind == "pointwise" and spec.ir_op:
-            op = getattr(_OPS, spec.ir_op)
-            return lambda *xs: self._pointwise_checked(_defined(name, op), *xs,
-                                                       dtype=result_code(spec.dtype, [x.dtype for x in xs]))
-        raise AttributeError(name)
-
-    def acc(self, a: Named) -> Named:
-        """``a`` in its accumulation dtype (bf16/fp16 to Float), as rules write a new reduction's operand."""
-        return self.Cast(compute_code(a.dtype), a) if a.dtype not in WEAK else a
-
-    # -- conditions ----------------------------------------------------------------------
-    @staticmethod
-    def labels(x: Named) -> int:
-        return x.mask
-
-    @staticmethod
-    def dtype(x: Named) -> int:
-        return x.dtype
-
-    @staticmethod
-    def floating(x: Named) -> bool:
-        return _is_float_code(x.dtype)
-
-    @staticmethod
-    def full_precision(x: Named) -> bool:
-        return x.dtype in WEAK or compute_code(x.dtype) == x.dtype
-
-    @staticmethod
-    def nonneg(x: Named) -> bool:
-        """As the sign analysis states it: every element >= 0 (-0.0 included) or NaN."""
-        return bool(((x.t >= 0) | x.t.isnan()).all()) if x.t.is_floating_point() else bool((x.t >= 0).all())
-
-    @staticmethod
-    def widens(narrow: int, wide: int) -> bool:
-        return (narrow, wide) in _WIDENS
-
-    @staticmethod
-    def drawn(x) -> bool:
-        """Where a value comes from is no part of a rule's soundness (``drawn`` only says where
-        a rule is worth trying): every value the verifier draws passes."""
-        return True
-
-    @staticmethod
-    def disjoint(m1, m2):
-        return m1 & m2 == 0
-
-    @staticmethod
-    def has_axes(m):
-        return m != 0
-
-    def never_empty(self, m):
-        """Every axis of ``m`` has an extent of 1 or more here (the verifier draws 0 too)."""
-        return all(self.extents[l] >= 1 for l in bits(m))
-
-    @staticmethod
-    def several(m):
-        return m & (m - 1) != 0
-
-    @staticmethod
-    def low(m):
-        return m & -m
-
-    @staticmethod
-    def minus(m1, m2):
-        return m1 & ~m2
-
-    @staticmethod
-    def same(x, y):
-        return x == y
-
-
-def _torch_dtype(d: DataType) -> torch.dtype:
-    return to_torch(d)
-
-
-def _defined(name: str, op):
-    """``op``, refusing an integer division by zero (undefined in nvFuser; the executor raises)
-    or of the least integer by -1 (undefined in C++; nvFuser's kernel wraps it): the case is
-    drawn again."""
-    if name != "Div":
-        return op
-
-    def div(a, b):
-        if not a.is_floating_point() and not b.is_floating_point():
-            if bool((b == 0).any()):
-                raise ValueError("integer division by zero")
-            if a.dtype != torch.bool and bool(((b == -1) & (a == torch.iinfo(a.dtype).min)).any()):
-                raise ValueError("integer division overflows (the least integer by -1)")
-        return op(a, b)
-    return div
+from .evaluation import (
+    BOOL_CODE,
+    DOUBLE_CODE,
+    EvalNamespace,
+    FLOAT_CODES,
+    INT_CODES,
+    Named,
+    WIDENS,
+    is_float_code,
+    rounded,
+    torch_dtype,
+)
+from .rule import Axes, Axis, Correction, DType, Index, Term
 
 
 @dataclass
@@ -335,15 +66,14 @@ class Verdict:
     worst_error: float
     passed: bool
     problem: str = ""
-    values: str = ""           # the values drawn (VALUE_KINDS)
+    values: str = ""  # the values drawn (VALUE_KINDS)
 
 
-_TOLERANCE = {DataType.Double: 1e-9, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 2e-3}
-
-# what a rule's floating-point values may hold (VALUE_KINDS), from most to least: "all
-# special" (every special value); "no overflow" (NaN, +-inf and +-0.0 but nothing that
-# overflows: no huge and tiny floats); "finite only" (normal, nonzero values alone). Integers
-# are drawn at their limits in every kind (see the module).
+# what a rule's floating-point values may hold, from most to least: "all special" (every
+# special value); "no overflow" (NaN, +-inf and +-0.0 but nothing that overflows: no huge and
+# tiny floats); "finite only" (normal, nonzero values alone). Integers are drawn at their
+# limits in every kind (see the module).
+VALUE_KINDS = ("all special", "no overflow", "finite only")
 
 
 def values_for(rule) -> str:
@@ -373,13 +103,14 @@ def _categories(code: int, kind: str) -> dict[str, list]:
     """The special values of a dtype, by category. Integers: their limits, whatever ``kind``
     (wrap-around must agree exactly in every rule), 0 among them but where ``kind`` is finite
     only (a 0 divisor or factor of a float makes the special values that kind leaves out);
-    bools none (False and True are drawn as normal values). Floats: none where ``kind`` is finite only; else zeros (+-0.0), NaN and
+    bools none (False and True are drawn as normal values). Floats: none where ``kind`` is finite only; else
+    zeros (+-0.0), NaN and
     +-inf, and where it is all special huge and tiny values."""
-    if code == _BOOL:
+    if code == BOOL_CODE:
         return {}
-    if not _is_float_code(code):        # finite only: no 0 (a float's x/0, inf*0 are special)
+    if not is_float_code(code):  # finite only: no 0 (a float's x/0, inf*0 are special)
         return {"limits": [v for v in _integer_limits(code) if v or kind != "finite only"]}
-    if kind == "finite only":          # normal values alone (no 0 to divide by)
+    if kind == "finite only":  # normal values alone (no 0 to divide by)
         return {}
     cats = {"zeros": [0.0, -0.0], "nan": [math.nan], "inf": [math.inf, -math.inf]}
     if kind == "all special":
@@ -390,7 +121,7 @@ def _categories(code: int, kind: str) -> dict[str, list]:
 def _float_extremes(code: int) -> dict[str, list]:
     """Values that overflow when added or multiplied (the largest, half of it) and that
     underflow (the smallest normal, a subnormal), of both signs."""
-    info = torch.finfo(_torch_dtype(DTYPES[code if code in _FLOAT_CODES else _DOUBLE]))
+    info = torch.finfo(torch_dtype(DTYPES[code if code in FLOAT_CODES else DOUBLE_CODE]))
     huge, tiny = [info.max, info.max / 2], [info.tiny, info.tiny / 4]
     return {"huge": huge + [-v for v in huge], "tiny": tiny + [-v for v in tiny]}
 
@@ -398,13 +129,14 @@ def _float_extremes(code: int) -> dict[str, list]:
 def _integer_limits(code: int) -> list[int]:
     """The dtype's limits, their neighbours, the least square that overflows, 0 and -1 (a
     divisor that overflows INT_MIN / -1, a factor that overflows -INT_MIN)."""
-    info = torch.iinfo(_torch_dtype(DTYPES[code]))
+    info = torch.iinfo(torch_dtype(DTYPES[code]))
     root = math.isqrt(info.max) + 1
     return [info.min, info.min + 1, info.max, info.max - 1, root, -root, 0, -1]
 
 
-def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000,
-                values: str | None = None) -> Verdict:
+def verify_rule(
+    rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000, values: str | None = None
+) -> Verdict:
     """Check ``rule`` on ``cases`` random cases whose conditions hold, drawing ``values``
     (VALUE_KINDS; default :func:`values_for` the rule)."""
     values = values or values_for(rule)
@@ -422,8 +154,14 @@ def verify_rule(rule, *, cases: int = 60, seed: int = 0, max_draws: int = 4000,
             return Verdict(rule.name, done, math.inf, False, problem, values)
         worst = max(worst, problem[0])
         if problem[0] > problem[1]:
-            return Verdict(rule.name, done, worst, False,
-                           f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})", values)
+            return Verdict(
+                rule.name,
+                done,
+                worst,
+                False,
+                f"sides differ by {problem[0]:.3g} (tolerance {problem[1]:.1g})",
+                values,
+            )
     if done == 0:
         return Verdict(rule.name, 0, 0.0, False, "its conditions never held on random cases", values)
     return Verdict(rule.name, done, worst, True, "", values)
@@ -434,7 +172,7 @@ def _draw_case(rule, rng: random.Random, values: str):
     the conditions fail or the values are outside an op's domain (integer division by 0)."""
     n_labels = rng.randint(1, 4)
     extents = {l: _draw_extent(rng) for l in range(n_labels)}
-    extents[BATCH_LABEL] = BATCH       # in no mask, so in no reduction
+    extents[BATCH_LABEL] = BATCH  # in no mask, so in no reduction
     k = EvalNamespace(extents)
     # the categories of special values each batch instance meets, in all its variables
     themes = [{c for c in CATEGORIES if rng.random() < 0.5} for _ in range(BATCH)]
@@ -443,15 +181,16 @@ def _draw_case(rule, rng: random.Random, values: str):
     # five mixes that dtype with floats half and half (an integer max over an empty axis is
     # no -inf); the rest draw each term's dtype on its own
     r = rng.random()
-    integer = (rng.choice(_INT_CODES), 0.7 if r < 0.25 else 0.5) if r < 0.45 else None
+    integer = (rng.choice(INT_CODES), 0.7 if r < 0.25 else 0.5) if r < 0.45 else None
     env: list = []
     for _, kind in rule.variables:
         drawn_before = list(zip(env, (kind for _, kind in rule.variables)))
         if kind is Index:
             env.append(_draw_index(rng, extents, drawn_before))
             continue
-        earlier = [v.dtype if isinstance(v, Named) else v
-                   for v, drawn in drawn_before if drawn in (Term, DType)]
+        earlier = [
+            v.dtype if isinstance(v, Named) else v for v, drawn in drawn_before if drawn in (Term, DType)
+        ]
         env.append(_draw_variable(kind, rng, extents, values, themes, earlier, integer))
     try:
         lhs, rhs, conditions = rule.fn(k, *env)
@@ -472,12 +211,19 @@ def _draw_extent(rng: random.Random) -> int:
 # Most tensors also vary along a batch label that no mask holds: a case is BATCH independent
 # instances of the rule (the same shapes, other values, other special values), so that rare
 # meetings of special values (+inf in b where a has -inf) are met in a few dozen cases.
-BATCH, BATCH_LABEL = 64, 8         # masks are drawn over labels 0 to 3
+BATCH, BATCH_LABEL = 64, 8  # masks are drawn over labels 0 to 3
 
 
-def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, themes=(None,),
-                   earlier=(), integer: tuple[int, float] | None = None):
-    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.KINDS`);
+def _draw_variable(
+    kind: type,
+    rng: random.Random,
+    extents: dict,
+    values: str,
+    themes=(None,),
+    earlier=(),
+    integer: tuple[int, float] | None = None,
+):
+    """A random value of a rule variable of ``kind`` (:data:`~eqsat.rules.rule.VARIABLE_KINDS`);
     ``earlier``: the dtype codes of the term and dtype variables drawn before it;
     ``integer``: the integer dtype many terms of the case have (None: any dtype,
     floats, integers and bools mixed), with the share of terms it is given to: the others an
@@ -486,21 +232,34 @@ def _draw_variable(kind: type, rng: random.Random, extents: dict, values: str, t
         return _draw_dtype(rng, earlier)
     if kind is Correction:
         return rng.choice([0, 1, 2, 3])
-    if kind is Axes:                                   # not the batch label
+    if kind is Axes:  # not the batch label
         return rng.randrange(1, 1 << (len(extents) - 1)) if rng.random() < 0.9 else 0
-    if kind is Axis:                                   # one label, not the batch label
+    if kind is Axis:  # one label, not the batch label
         return 1 << rng.randrange(len(extents) - 1)
     assert kind is Term
     r = rng.random()
     if integer is not None:
         code, share = integer
-        others = _INT_CODES + [_BOOL] if share > 0.5 else _FLOAT_CODES
+        others = INT_CODES + [BOOL_CODE] if share > 0.5 else FLOAT_CODES
         code = code if r < share else rng.choice(others)
     else:
-        code = (rng.choice(_FLOAT_CODES) if r < 0.2 else rng.choice(_INT_CODES) if r < 0.35
-                else _BOOL if r < 0.4 else _DOUBLE)
-    return _random_tensor(rng, extents, nonneg=rng.random() < 0.35, dtype=code,
-                          values=values if rng.random() < 0.8 else "finite only", themes=themes)
+        code = (
+            rng.choice(FLOAT_CODES)
+            if r < 0.2
+            else rng.choice(INT_CODES)
+            if r < 0.35
+            else BOOL_CODE
+            if r < 0.4
+            else DOUBLE_CODE
+        )
+    return _random_tensor(
+        rng,
+        extents,
+        nonneg=rng.random() < 0.35,
+        dtype=code,
+        values=values if rng.random() < 0.8 else "finite only",
+        themes=themes,
+    )
 
 
 def _draw_index(rng: random.Random, extents: dict, drawn_before) -> Named:
@@ -523,9 +282,9 @@ def _draw_index(rng: random.Random, extents: dict, drawn_before) -> Named:
         labels = [l for l in common if rng.random() < 0.8]
         rng.shuffle(labels)
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
-    code = rng.choice(_INT_CODES)
-    t = (torch.rand([extents[l] for l in labels], generator=g, dtype=torch.float64) * 9).floor() - 2   # -2..6
-    return Named(_rounded(t, code), tuple(labels), code)
+    code = rng.choice(INT_CODES)
+    t = (torch.rand([extents[l] for l in labels], generator=g, dtype=torch.float64) * 9).floor() - 2  # -2..6
+    return Named(rounded(t, code), tuple(labels), code)
 
 
 def _draw_dtype(rng: random.Random, earlier) -> int:
@@ -533,9 +292,9 @@ def _draw_dtype(rng: random.Random, earlier) -> int:
     quarter of the time one of ``earlier``, so that the conditions of cast rules on a value's
     own dtype and its exact widenings (cast-round-trip, cast-after-exact-widening) hold on a
     fair share of the cases."""
-    codes = _FLOAT_CODES + _INT_CODES
+    codes = FLOAT_CODES + INT_CODES
     r = rng.random()
-    wider = sorted(w for n, w in _WIDENS if earlier and n == earlier[-1] and w in codes)
+    wider = sorted(w for n, w in WIDENS if earlier and n == earlier[-1] and w in codes)
     if wider and r < 0.5:
         return rng.choice(wider)
     seen = sorted({c for c in earlier if c in codes})
@@ -544,18 +303,19 @@ def _draw_dtype(rng: random.Random, earlier) -> int:
     return rng.choice(codes)
 
 
-def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only",
-                   themes=(None,)) -> Named:
+def _random_tensor(
+    rng: random.Random, extents, nonneg: bool, dtype, values: str = "finite only", themes=(None,)
+) -> Named:
     """A tensor over a random subset of the labels (the batch label more often): normal
     values, and special values of ``values`` (:func:`special_values`), in each batch instance
     of the categories in its theme (``themes``)."""
     labels = [l for l in extents if rng.random() < (0.8 if l == BATCH_LABEL else 0.6)]
     rng.shuffle(labels)
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
-    code = dtype if dtype is not None else _DOUBLE
+    code = dtype if dtype is not None else DOUBLE_CODE
     t = _normal_values([extents[l] for l in labels], g, code, nonneg, false=values != "finite only")
-    if values != "finite only" or not _is_float_code(code):     # integers: their limits always
-        if BATCH_LABEL not in labels:           # one instance: as a batch of one
+    if values != "finite only" or not is_float_code(code):  # integers: their limits always
+        if BATCH_LABEL not in labels:  # one instance: as a batch of one
             pools = [special_values(code, values, nonneg, themes[0])]
             t = _with_specials(t.unsqueeze(0), 0, rng, g, code, pools).squeeze(0)
         else:
@@ -565,22 +325,24 @@ def _random_tensor(rng: random.Random, extents, nonneg: bool, dtype, values: str
     return Named(t, tuple(labels), code)
 
 
-def _normal_values(shape: list[int], g: torch.Generator, code: int, nonneg: bool,
-                   false: bool = True) -> torch.Tensor:
+def _normal_values(
+    shape: list[int], g: torch.Generator, code: int, nonneg: bool, false: bool = True
+) -> torch.Tensor:
     """Standard normal values rounded to ``code``; integers -50..50 but 0 (as normal floats
     are never 0: 0 is a special value); bools False and True alike (``false``), or True alone
     (False is a 0 in arithmetic)."""
     t = torch.randn(shape, generator=g, dtype=torch.float64)
-    if code == _BOOL:
+    if code == BOOL_CODE:
         return t > 0 if false else torch.ones(shape, dtype=torch.bool)
-    if not _is_float_code(code):
+    if not is_float_code(code):
         t = (t * 20).round()
         t = torch.where(t == 0, torch.ones_like(t), t)
-    return _rounded(t.abs() if nonneg else t, code)
+    return rounded(t.abs() if nonneg else t, code)
 
 
-def _with_specials(t: torch.Tensor, dim: int, rng: random.Random, g: torch.Generator, code: int,
-                   pools: list[dict]) -> torch.Tensor:
+def _with_specials(
+    t: torch.Tensor, dim: int, rng: random.Random, g: torch.Generator, code: int, pools: list[dict]
+) -> torch.Tensor:
     """``t`` with special values in each batch instance (index ``i`` along ``dim``): one to
     three values of ``pools[i]`` (by category, :func:`special_values`) at random places (a
     random share of them, up to all): few at a time, so that +inf in one operand meets -inf
@@ -590,11 +352,16 @@ def _with_specials(t: torch.Tensor, dim: int, rng: random.Random, g: torch.Gener
     flat = rows.reshape(rows.shape[0], -1)
     few, share = [], []
     for pool in pools:
-        drawn = [rng.choice(pool[rng.choice(sorted(pool))]) for _ in range(rng.randint(1, 3))] if pool else [0]
+        drawn = (
+            [rng.choice(pool[rng.choice(sorted(pool))]) for _ in range(rng.randint(1, 3))] if pool else [0]
+        )
         few.append([drawn[j % len(drawn)] for j in range(3)])
         share.append(rng.choice([0.2, 0.5, 1.0]) if pool else 0.0)
-    few = _rounded(torch.tensor(few, dtype=t.dtype), code)
-    at = torch.rand(flat.shape, generator=g, dtype=torch.float64) < torch.tensor(share, dtype=torch.float64)[:, None]
+    few = rounded(torch.tensor(few, dtype=t.dtype), code)
+    at = (
+        torch.rand(flat.shape, generator=g, dtype=torch.float64)
+        < torch.tensor(share, dtype=torch.float64)[:, None]
+    )
     chosen = torch.gather(few, 1, torch.randint(3, flat.shape, generator=g))
     return torch.where(at, chosen, flat).reshape(rows.shape).movedim(0, dim)
 
@@ -624,7 +391,7 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor, labels, values: str) -> fl
     """The largest difference of finite values (NaN and inf already agree), relative to the
     largest value of its batch instance (at least 1), or to its own size where huge values
     are drawn."""
-    if a.numel() == 0:               # an empty result: nothing to differ
+    if a.numel() == 0:  # an empty result: nothing to differ
         return 0.0
     finite = a.isfinite()
     zero = torch.zeros((), dtype=a.dtype)

@@ -8,8 +8,9 @@ from eqsat.rules.rule import RULES, Term, rule
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = pathlib.Path(os.environ.get("EQSAT_CORPUS", ROOT.parent / "shared" / "corpus"))
-CORPUS_THUNDER = pathlib.Path(os.environ.get("EQSAT_CORPUS_THUNDER",
-                                             ROOT.parent / "shared" / "corpus_thunder"))
+CORPUS_THUNDER = pathlib.Path(
+    os.environ.get("EQSAT_CORPUS_THUNDER", ROOT.parent / "shared" / "corpus_thunder")
+)
 
 
 def corpus_files(corpus: pathlib.Path = CORPUS):
@@ -39,8 +40,10 @@ def corpus_meta_files() -> set[str]:
 
 def require_corpus(corpus: pathlib.Path = CORPUS):
     if not corpus.is_dir():
-        pytest.skip(f"the corpus is not at {corpus} (it lies beside the checkout as ../shared/"
-                    f"{corpus.name}; EQSAT_CORPUS / EQSAT_CORPUS_THUNDER point elsewhere)")
+        pytest.skip(
+            f"the corpus is not at {corpus} (it lies beside the checkout as ../shared/"
+            f"{corpus.name}; EQSAT_CORPUS / EQSAT_CORPUS_THUNDER point elsewhere)"
+        )
 
 
 def indexable_inputs(repro):
@@ -53,6 +56,7 @@ def indexable_inputs(repro):
 def exploding_rule():
     """Associativity of +: with commutativity it makes every bracketing of a sum, an e-graph
     that grows exponentially with the number of terms (registered for one test)."""
+
     @rule("algebra", reassociates=True)
     def add_reassociates_for_test(k, a: Term, b: Term, c: Term):
         """(a+b)+c = a+(b+c)."""

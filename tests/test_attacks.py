@@ -6,6 +6,7 @@ limit, print a Python traceback, or exit with other than 0, 1 or 2. Where a file
 ``# expect-exit: N``, each must exit N; where it has ``# expect-error: TEXT``, each that exits
 non-zero must print TEXT (its file, line and what was refused). Any file added to the folder is
 taken. The files go at once, a process per core."""
+
 import json
 import os
 import pathlib
@@ -19,7 +20,7 @@ import pytest
 ATTACKS = pathlib.Path(__file__).resolve().parent / "attacks"
 FILES = sorted(ATTACKS.glob("*.py"))
 COMMANDS = (["show", "--run"], ["optimize"], ["check"])
-TIMEOUT_S = 30          # per command
+TIMEOUT_S = 30  # per command
 WORKERS = max(2, min(8, os.cpu_count() or 2))
 
 # One interpreter per file runs its three commands in turn (torch is imported once, not three
@@ -61,10 +62,15 @@ def _run(path: pathlib.Path) -> dict[tuple, tuple[int | str | None, str]]:
     its output) for the three commands on one file."""
     argv = [sys.executable, "-c", CHILD, str(path), str(TIMEOUT_S), json.dumps(COMMANDS)]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S * len(COMMANDS) + 30,
-                              cwd=ATTACKS.parent.parent)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S * len(COMMANDS) + 30,
+            cwd=ATTACKS.parent.parent,
+        )
         lines, rc, rest = done.stdout.splitlines(), done.returncode, done.stderr
-    except subprocess.TimeoutExpired as err:         # its output is bytes, whatever text= says
+    except subprocess.TimeoutExpired as err:  # its output is bytes, whatever text= says
         lines = (err.stdout or b"").decode(errors="replace").splitlines()
         rc, rest = None, (err.stderr or b"").decode(errors="replace")
     found = {}
@@ -72,7 +78,7 @@ def _run(path: pathlib.Path) -> dict[tuple, tuple[int | str | None, str]]:
         if line.startswith("{"):
             row = json.loads(line)
             found[tuple(row["command"])] = (row["status"], row["output"])
-    for command in COMMANDS:                # the one a signal or a hang stopped, and those after
+    for command in COMMANDS:  # the one a signal or a hang stopped, and those after
         found.setdefault(tuple(command), (rc if rc is None or rc < 0 else "died", rest[-2000:]))
         rc = "not run" if rc is None or rc < 0 else rc
     return found
@@ -83,8 +89,11 @@ def results() -> dict:
     """Every (file, command) of the corpus, WORKERS files at a time."""
     with ThreadPoolExecutor(WORKERS) as pool:
         outcomes = list(pool.map(_run, FILES))
-    return {(path, command): outcome for path, found in zip(FILES, outcomes, strict=True)
-            for command, outcome in found.items()}
+    return {
+        (path, command): outcome
+        for path, found in zip(FILES, outcomes, strict=True)
+        for command, outcome in found.items()
+    }
 
 
 def test_the_attack_corpus_is_there():

@@ -2,6 +2,7 @@
 (issue 14's list: an integer beyond int64, a reduction over a dim a rank-0 tensor lacks, an
 output written into an input of another shape, a profile with zero bandwidth, rules verify
 with a negative case count)."""
+
 import json
 import re
 import textwrap
@@ -17,13 +18,13 @@ from eqsat.cli import main
 def test_an_integer_beyond_int64_is_refused_at_its_line():
     def define(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
-        fd.add_output(fd.ops.add(x, 2 ** 70))
+        fd.add_output(fd.ops.add(x, 2**70))
 
     with pytest.raises(eqsat.FusionError, match=r"line \d+: fd.ops.add: the integer \d+ does not fit"):
         eqsat.from_function(define)
 
     def scalar(fd):
-        fd.add_output(fd.ops.full([2], fd.define_scalar(-2 ** 64), DataType.Int))
+        fd.add_output(fd.ops.full([2], fd.define_scalar(-(2**64)), DataType.Int))
 
     with pytest.raises(eqsat.FusionError, match="fd.define_scalar: the integer"):
         eqsat.from_function(scalar)
@@ -34,7 +35,9 @@ def test_a_rank_0_tensor_has_no_dim_to_reduce():
         x = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
         fd.add_output(fd.ops.sum(x, dims=[0]))
 
-    with pytest.raises(eqsat.FusionError, match="fd.ops.sum: dims entry 0 is out of range for a tensor of rank 0"):
+    with pytest.raises(
+        eqsat.FusionError, match="fd.ops.sum: dims entry 0 is out of range for a tensor of rank 0"
+    ):
         eqsat.from_function(define)
 
 
@@ -43,7 +46,9 @@ def test_an_output_written_into_an_input_of_another_shape():
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         fd.add_output(fd.ops.sum(x, dims=[1]), alias_input=x)
 
-    with pytest.raises(eqsat.FusionError, match=r"fd.add_output: the output \(Float, rank 1\) cannot be written"):
+    with pytest.raises(
+        eqsat.FusionError, match=r"fd.add_output: the output \(Float, rank 1\) cannot be written"
+    ):
         eqsat.from_function(define)
 
     def same_rank(fd):
@@ -51,7 +56,7 @@ def test_an_output_written_into_an_input_of_another_shape():
         y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         fd.add_output(fd.ops.add(y, 1.0), alias_input=x)
 
-    fusion = eqsat.from_function(same_rank)        # extents known only at run time
+    fusion = eqsat.from_function(same_rank)  # extents known only at run time
     with pytest.raises(eqsat.FusionError, match="cannot be written into its alias_input of shape"):
         eqsat.run_fusion(fusion, [torch.zeros(2, 3), torch.zeros(3, 3)], strict=True)
 
@@ -73,7 +78,7 @@ def test_rules_verify_refuses_a_negative_case_count(capsys):
     assert exit_.value.code == 2 and "must be 1 or more" in capsys.readouterr().err
 
 
-REPRO = textwrap.dedent('''\
+REPRO = textwrap.dedent("""\
     import torch
     from nvfuser_direct import FusionDefinition, DataType
 
@@ -81,14 +86,21 @@ REPRO = textwrap.dedent('''\
         tv0 = fd.define_tensor(shape=[-1, 4], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
         fd.add_output(fd.ops.exp(tv0))
 
-    ''')
+    """)
 
 
-@pytest.mark.parametrize("inputs, where, message", [
-    ("[torch.randn(3, 5)]", ":line 5: fd.define_tensor: ", "input 0: expected shape [-1, 4] (got [3, 5])"),
-    ("[torch.randn(3, 4), 2]", ": ", "the definition takes 1 inputs, got 2"),
-    ("[torch.randn(3, 4).double()]", ":line 5: fd.define_tensor: ", "input 0: expected dtype Float"),
-])
+@pytest.mark.parametrize(
+    "inputs, where, message",
+    [
+        (
+            "[torch.randn(3, 5)]",
+            ":line 5: fd.define_tensor: ",
+            "input 0: expected shape [-1, 4] (got [3, 5])",
+        ),
+        ("[torch.randn(3, 4), 2]", ": ", "the definition takes 1 inputs, got 2"),
+        ("[torch.randn(3, 4).double()]", ":line 5: fd.define_tensor: ", "input 0: expected dtype Float"),
+    ],
+)
 def test_every_error_about_a_file_names_the_file(tmp_path, capsys, inputs, where, message):
     """Input checks (optimize, check, pair, show --run, optimize_fusion(path)) name the file, and
     the line where there is one."""
@@ -105,8 +117,10 @@ def test_every_error_about_a_file_names_the_file(tmp_path, capsys, inputs, where
 
 def test_a_definition_without_outputs_is_an_error_at_its_line(tmp_path, capsys):
     path = tmp_path / "repro.py"
-    path.write_text(REPRO.replace("fd.add_output(fd.ops.exp(tv0))", "tv1 = fd.ops.exp(tv0)") +
-                    "inputs = [torch.randn(3, 4)]\n")
+    path.write_text(
+        REPRO.replace("fd.add_output(fd.ops.exp(tv0))", "tv1 = fd.ops.exp(tv0)")
+        + "inputs = [torch.randn(3, 4)]\n"
+    )
     with pytest.raises(eqsat.FusionError, match=re.escape(f"{path}:line 4: the definition has no outputs")):
         eqsat.from_file(path)
     assert main(["show", str(path)]) == 2

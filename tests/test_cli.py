@@ -2,6 +2,7 @@
 a closed pipe that ends quietly, a line per rule as it is verified, --json on show and check,
 check saying what it compared, an unchanged fusion saying why, and --help that imports neither
 torch nor egglog."""
+
 import json
 import os
 import subprocess
@@ -27,9 +28,11 @@ def _seed_file(tmp_path, name="layernorm_amax", shape=(1024, 1024)):
 
 def _elementwise_file(tmp_path):
     """A fusion with nothing to rewrite: one elementwise op."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=eqsat.DataType.Float)
         fd.add_output(fd.ops.exp(x))
+
     path = tmp_path / "exp.py"
     path.write_text(repro_source(eqsat.from_function(define), [torch.randn(8, 16)]))
     return path
@@ -41,9 +44,11 @@ def test_version_is_the_packages():
 
 
 def test_help_imports_neither_torch_nor_egglog():
-    code = ("import sys\nfrom eqsat.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'egglog', 'numpy') if m in sys.modules))")
+    code = (
+        "import sys\nfrom eqsat.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'egglog', 'numpy') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
@@ -80,15 +85,16 @@ def test_optimize_output_keeps_the_files_own_inputs_and_names(tmp_path):
     assert main(["optimize", str(path), "-o", str(out), "--frontend", "nvfuser_direct"]) == 0
     written = out.read_text()
     assert "ROWS = 64" in written and "from nvfuser_direct import FusionDefinition, DataType" in written
-    assert "def nvfuser_fusion_id0(fd : FusionDefinition) -> None :" in written   # the file's own name
+    assert "def nvfuser_fusion_id0(fd : FusionDefinition) -> None :" in written  # the file's own name
     assert eqsat.from_file(out, device="meta").frontend == "nvfuser_direct"
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
     path = _seed_file(tmp_path)
     reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    done = subprocess.run(CLI + ["optimize", str(path)], stdout=reader.stdin, stderr=subprocess.PIPE,
-                          text=True)
+    done = subprocess.run(
+        CLI + ["optimize", str(path)], stdout=reader.stdin, stderr=subprocess.PIPE, text=True
+    )
     reader.stdin.close()
     reader.wait()
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
@@ -144,13 +150,15 @@ def test_optimize_fusion_of_a_path_uses_the_files_inputs(tmp_path):
     repro = eqsat.from_file(path, device="meta")
     by_path = eqsat.optimize_fusion(path).report.before
     given = eqsat.optimize_fusion(repro.fusion, repro.inputs).report.before
-    default = eqsat.optimize_fusion(repro.fusion).report.before      # 1024 per symbolic axis
+    default = eqsat.optimize_fusion(repro.fusion).report.before  # 1024 per symbolic axis
     assert by_path.summary() == given.summary() != default.summary()
     assert eqsat.estimate_fusion(str(path)).summary() == given.summary()
     assert eqsat.optimize_fusion(path.read_text()).report.before.summary() == given.summary()
 
 
-@pytest.mark.parametrize("argv", [["optimize", "missing.py"], ["show", "missing.py"], ["check", "missing.py"]])
+@pytest.mark.parametrize(
+    "argv", [["optimize", "missing.py"], ["show", "missing.py"], ["check", "missing.py"]]
+)
 def test_a_missing_file_is_a_clean_error(argv, capsys):
     assert main(argv) == 2
     assert "missing.py" in capsys.readouterr().err

@@ -5,6 +5,7 @@ sum, and a backward recomputing that logsumexp from the same x (linked 0:0) by t
 to scale exp(x - lse) by a scalar. At [4096, 32768] (meta tensors: the CLI reads only shapes)
 the forward writes the [N] logsumexp as an extra output and the backward reads it instead of
 reducing x again."""
+
 import json
 import textwrap
 
@@ -14,7 +15,7 @@ from eqsat.cli import main
 
 HEADER = "import torch\nfrom nvfuser_direct import FusionDefinition, DataType\n\n\n"
 
-FORWARD = textwrap.dedent('''\
+FORWARD = textwrap.dedent("""\
     def nvfuser_fusion(fd : FusionDefinition) -> None :
         tv0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
         tv1 = fd.ops.max(tv0, dims=[1], keepdim=False, dtype=DataType.Null)
@@ -26,9 +27,9 @@ FORWARD = textwrap.dedent('''\
         tv7 = fd.ops.add(tv6, tv1)
         tv8 = fd.ops.sum(tv7, dims=[0], keepdim=False, dtype=DataType.Null)
         fd.add_output(tv8)
-    ''')
+    """)
 
-BACKWARD = textwrap.dedent('''\
+BACKWARD = textwrap.dedent("""\
     def nvfuser_fusion(fd : FusionDefinition) -> None :
         tv0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, is_cpu=False)
         tv1 = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float, is_cpu=False)
@@ -44,7 +45,7 @@ BACKWARD = textwrap.dedent('''\
         tv11 = fd.ops.exp(tv10)
         tv12 = fd.ops.mul(tv11, tv1)
         fd.add_output(tv12)
-    ''')
+    """)
 
 SHAPE = "4096, 32768"
 
@@ -70,10 +71,10 @@ def test_pair_passes_the_logsumexp_and_prints_both_definitions(tmp_path, capsys)
     assert "saved: add -> DataType.Float[-1]: forward output 1, backward input 2" in out
     forward = _section(out, "optimized forward definition:")
     backward = _section(out, "optimized backward definition:")
-    assert forward.count("fd.add_output(") == 2                   # the loss, then the logsumexp
-    assert backward.count("fd.define_tensor(") == 3               # x, the scalar, the logsumexp
+    assert forward.count("fd.add_output(") == 2  # the loss, then the logsumexp
+    assert backward.count("fd.define_tensor(") == 3  # x, the scalar, the logsumexp
     assert "shape=[-1], contiguity=[True], dtype=DataType.Float" in backward
-    assert "fd.ops.max" not in backward and "fd.ops.sum" not in backward    # x is read once
+    assert "fd.ops.max" not in backward and "fd.ops.sum" not in backward  # x is read once
     assert "run the forward, then the backward on its own 2 inputs followed by:" in out
     assert "backward input 2 = forward output 1 (add -> DataType.Float[-1])" in out
 
@@ -108,17 +109,20 @@ def test_pair_reads_a_file_beyond_the_repro_language_with_trust(tmp_path, capsys
     assert "saved: add" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("link, message", [
-    (["--link", "a:b"], "not B:F"),
-    (["--link", "1"], "not B:F"),
-    (["--link", "1:"], "not B:F"),
-    (["--link", "0:0:0"], "not B:F"),
-    (["--link=-1:0"], "input positions are 0 or more, got '-1:0'"),
-    (["--link", "0:-2"], "input positions are 0 or more"),
-    (["--link", "-1:0"], "expected one argument"),          # argparse takes -1:0 for an option
-    ([], "the following arguments are required: --link"),
-    (["--link", "0:0", "--link", "0:1"], "backward input 0 is linked to forward inputs 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "link, message",
+    [
+        (["--link", "a:b"], "not B:F"),
+        (["--link", "1"], "not B:F"),
+        (["--link", "1:"], "not B:F"),
+        (["--link", "0:0:0"], "not B:F"),
+        (["--link=-1:0"], "input positions are 0 or more, got '-1:0'"),
+        (["--link", "0:-2"], "input positions are 0 or more"),
+        (["--link", "-1:0"], "expected one argument"),  # argparse takes -1:0 for an option
+        ([], "the following arguments are required: --link"),
+        (["--link", "0:0", "--link", "0:1"], "backward input 0 is linked to forward inputs 0 and 1"),
+    ],
+)
 def test_bad_link_text_is_a_usage_error(tmp_path, capsys, link, message):
     fwd, bwd = _write(tmp_path)
     with pytest.raises(SystemExit) as exit_:
@@ -134,8 +138,10 @@ def test_a_link_out_of_range_is_a_fusion_error(tmp_path, capsys):
     assert main(["pair", fwd, bwd, "--link", "5:0"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.strip() == ("eqsat pair: error: links: backward input 5 -> forward input 0 is out of "
-                                    "range (the backward has 2 inputs, the forward 1)")
+    assert captured.err.strip() == (
+        "eqsat pair: error: links: backward input 5 -> forward input 0 is out of "
+        "range (the backward has 2 inputs, the forward 1)"
+    )
     assert main(["pair", fwd, bwd, "--link", "0:1"]) == 2
     assert "forward input 1 is out of range" in capsys.readouterr().err
 
@@ -160,8 +166,18 @@ def test_pair_help_lists_the_options(capsys):
         main(["pair", "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--link B:F", "--min-gain", "--trust", "--json", "--deadline", "--profile",
-                   "--no-reassociate", "--frontend", "forward", "backward"):
+    for option in (
+        "--link B:F",
+        "--min-gain",
+        "--trust",
+        "--json",
+        "--deadline",
+        "--profile",
+        "--no-reassociate",
+        "--frontend",
+        "forward",
+        "backward",
+    ):
         assert option in out, option
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -1,6 +1,7 @@
 """Complex numbers end to end: recorded, run, optimized and checked against torch written by
 hand, with nvFuser's ``real``/``imag``/``complex`` (csrc/ops/arith.cpp: the part of a complex
 value has its real dtype; ``real`` of a real value is a copy; ``imag`` of one is an error)."""
+
 import pytest
 import torch
 from helpers import check
@@ -30,9 +31,13 @@ def test_complex_values_run_optimize_and_agree_with_torch():
     g = torch.Generator().manual_seed(0)
     a = torch.randn(16, 8, dtype=torch.complex64, generator=g)
     w = torch.randn(8, dtype=torch.complex64, generator=g)
-    assert [t.dtype for t in reference(a, w)] == [torch.complex64, torch.float32, torch.float32,
-                                                  torch.complex64]
-    check(rotate_and_sum, [a, w], reference)        # the same dtypes, as read and optimized
+    assert [t.dtype for t in reference(a, w)] == [
+        torch.complex64,
+        torch.float32,
+        torch.float32,
+        torch.complex64,
+    ]
+    check(rotate_and_sum, [a, w], reference)  # the same dtypes, as read and optimized
 
 
 def test_real_of_a_real_tensor_is_a_copy_and_imag_of_one_is_an_error_at_its_line():
@@ -56,7 +61,9 @@ def test_real_of_a_real_tensor_is_a_copy_and_imag_of_one_is_an_error_at_its_line
         y = fd.define_tensor(shape=[-1], dtype=DataType.Double)
         fd.add_output(fd.ops.complex(x, y))
 
-    with pytest.raises(FusionError, match="complex takes two Float or two Double values, not Float and Double"):
+    with pytest.raises(
+        FusionError, match="complex takes two Float or two Double values, not Float and Double"
+    ):
         eqsat.from_function(complex_of_mixed)
 
 
@@ -66,10 +73,12 @@ def test_eqsat_check_runs_a_complex_repro(tmp_path, capsys):
         "import torch\n"
         "from nvfuser_direct import FusionDefinition, DataType\n\n"
         "def nvfuser_fusion(fd : FusionDefinition) -> None :\n"
-        "    tv0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.ComplexFloat, is_cpu=False)\n"
+        "    tv0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], "
+        "dtype=DataType.ComplexFloat, is_cpu=False)\n"
         "    tv1 = fd.ops.sum(fd.ops.mul(tv0, tv0), dims=[1], keepdim=False, dtype=DataType.Null)\n"
         "    fd.add_output(fd.ops.real(tv1))\n\n"
         "inputs = [\n"
         "    torch.randn(8, 4, dtype=torch.complex64),\n"
-        "]\n")
+        "]\n"
+    )
     assert main(["check", str(path)]) == 0, capsys.readouterr()

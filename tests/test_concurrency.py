@@ -1,6 +1,7 @@
 """optimize_fusion and an OptimizedFusion's per-shape cache used from several threads at once
 give what they give one call at a time (egglog's e-graph lives on a thread of its own; the cache
 is locked)."""
+
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,8 +13,10 @@ from eqsat.testing.seeds import SEEDS
 # an e-graph dropped on another thread than its own is reported as an unraisable exception
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
-SHAPES = {"reduction_broadcast": [(8, 8, 8), (256, 512, 128), (512, 512, 512)],
-          "layernorm_amax": [(16, 32), (1024, 4096), (4096, 1024)]}
+SHAPES = {
+    "reduction_broadcast": [(8, 8, 8), (256, 512, 128), (512, 512, 512)],
+    "layernorm_amax": [(16, 32), (1024, 4096), (4096, 1024)],
+}
 
 
 def _cases():
@@ -62,6 +65,7 @@ def test_every_threads_e_graph_work_runs_on_the_one_e_graph_thread():
 
     def where():
         return in_session(lambda s: (threading.current_thread().name, id(s)))
+
     with ThreadPoolExecutor(max_workers=4) as pool:
         seen = set(pool.map(lambda _: where(), range(8)))
     seen.add(where())
@@ -73,6 +77,7 @@ def test_a_jobs_exception_is_raised_in_the_asking_thread_and_later_jobs_run():
 
     def fails(s):
         raise ValueError("from the job")
+
     with pytest.raises(ValueError, match="from the job"):
         in_session(fails)
     assert in_session(lambda s: s.size()) > 0
@@ -92,7 +97,8 @@ def test_an_e_graph_state_left_in_a_reference_cycle_is_freed_quietly_on_any_thre
     def leave_a_cycle(s):
         copy = s.eg._state.copy()
         copy.cycle = copy
+
     t = threading.Thread(target=lambda: in_session(leave_a_cycle))
     t.start()
     t.join()
-    gc.collect()                   # on the main thread: an unraisable error if the e-graph went with it
+    gc.collect()  # on the main thread: an unraisable error if the e-graph went with it

@@ -1,16 +1,23 @@
 """Every file of both corpora (../shared/corpus, and ../shared/corpus_thunder: what Thunder
-generated, as nvfuser_direct prints it) ingests, re-emits source that re-ingests to an equal IR, and that source
-gives the same outputs through the torch executor as the original definition function run
+generated, as nvfuser_direct prints it) ingests, re-emits source that re-ingests to an equal IR, and that
+source gives the same outputs through the torch executor as the original definition function run
 straight on torch (no IR in between); so do the fusion rebuilt from its terms (named axes
 and back) and the optimized fusion, whose estimated cost is never higher (what `eqsat check`
 checks). Files marked `meta` in INDEX.md run on meta tensors."""
+
 import pytest
 import torch
-from conftest import (CORPUS_THUNDER, corpus_files, corpus_meta_files, indexable_inputs, require_corpus,
-                      thunder_files)
+from conftest import (
+    CORPUS_THUNDER,
+    corpus_files,
+    corpus_meta_files,
+    indexable_inputs,
+    require_corpus,
+    thunder_files,
+)
 
 import eqsat
-from eqsat.egraph.decode import lower_encoding
+from eqsat.lowering.from_terms import lower_encoding
 from eqsat.egraph.encode import encode
 from eqsat.frontend.ingest import define_on
 from eqsat.lowering import fusion_source
@@ -57,10 +64,10 @@ def _same_outputs(got, want, what, exact=False):
 @pytest.mark.parametrize("path", FILES + THUNDER, ids=[p.name for p in FILES + THUNDER])
 def test_corpus_file(path):
     meta = path.name in META
-    torch.manual_seed(0)                          # the files draw their inputs at random
+    torch.manual_seed(0)  # the files draw their inputs at random
     repro = eqsat.from_file(path, device="meta" if meta else None)
     assert repro.inputs is not None
-    source = fusion_source(repro.fusion)          # in the print style of the file's frontend
+    source = fusion_source(repro.fusion)  # in the print style of the file's frontend
     again = eqsat.ingest(source)
     assert again == repro.fusion, "re-emitted source re-ingests to a different IR"
     inputs = repro.inputs if meta else indexable_inputs(repro)
@@ -71,9 +78,12 @@ def test_corpus_file(path):
         _same_outputs([g.to("meta") for g in got], want, "as read")
     else:
         _same_outputs(got, want, "as read", exact=True)
-        _same_outputs([a for a in inputs_a if isinstance(a, torch.Tensor)],      # outputs
-                      [b for b in inputs_b if isinstance(b, torch.Tensor)],      # aliased
-                      "inputs after the run", exact=True)                        # into inputs
+        _same_outputs(
+            [a for a in inputs_a if isinstance(a, torch.Tensor)],  # outputs
+            [b for b in inputs_b if isinstance(b, torch.Tensor)],  # aliased
+            "inputs after the run",
+            exact=True,
+        )  # into inputs
 
     # through terms and back: named axes to positions again, same outputs (within dtype
     # tolerance: a reduction may sum in another order once layouts change)
@@ -84,8 +94,9 @@ def test_corpus_file(path):
     opt = eqsat.optimize_fusion(repro.fusion, inputs)
     assert opt.report.after.time_us <= opt.report.before.time_us
     assert opt.frontend == repro.frontend
-    if opt.report.changed:                    # else it is the fusion run above
-        _same_outputs(eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0, strict=True), want,
-                      "optimized")
+    if opt.report.changed:  # else it is the fusion run above
+        _same_outputs(
+            eqsat.run_fusion(opt.fusion, fresh_copies(inputs), seed=0, strict=True), want, "optimized"
+        )
     else:
         assert opt.fusion == repro.fusion

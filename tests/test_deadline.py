@@ -3,6 +3,7 @@ encoding, saturation, extraction and lowering together. Where it cuts a stage th
 still one the outputs agree with (the input, or the best candidate scored by then) and a note
 says which stage it cut. Time is asserted with a wide margin (10x the deadline; the code
 before the deadline took 10-60 s on these fusions); bench/large.py measures it."""
+
 import time
 
 import pytest
@@ -22,7 +23,7 @@ META = [torch.empty(4096, 4096, device="meta")]
 
 def _read(definition) -> eqsat.ir.Fusion:
     fusion = eqsat.ingest(definition)
-    fusion.types                # typed before the clock starts, as optimize_fusion's deadline is
+    fusion.types  # typed before the clock starts, as optimize_fusion's deadline is
     return fusion
 
 
@@ -78,8 +79,9 @@ def test_the_default_deadline_leaves_the_seeds_optimized_as_without_one():
 def test_the_deadline_cuts_saturation_before_generous_limits_do(exploding_rule):
     fusion = _read(long_sum)
     limits = Limits(iterations=1000, nodes=10**8, seconds=600.0)
-    opt, took = _timed_optimize(fusion, [torch.empty(64, 64, device="meta")] * 3, limits=limits,
-                                deadline_s=1.0)
+    opt, took = _timed_optimize(
+        fusion, [torch.empty(64, 64, device="meta")] * 3, limits=limits, deadline_s=1.0
+    )
     assert took < 10.0
     assert opt.report.saturation.stop == "deadline"
     assert any(n.startswith("the deadline (1 s) cut saturation after ") for n in opt.report.notes)
@@ -115,6 +117,6 @@ def test_a_chain_of_fifty_thousand_ops_gives_a_result_not_a_recursion_error():
     try:
         opt, took = _timed_optimize(fusion, META, deadline_s=2.0)
     except eqsat.FusionError:
-        return                  # a clean error is an answer too
-    assert took < 20.0          # 10x the deadline
+        return  # a clean error is an answer too
+    assert took < 20.0  # 10x the deadline
     _assert_same_outputs(opt.fusion, fusion, [torch.randn(2, 3)])

@@ -7,6 +7,7 @@ print: definitions below, written as nvfuser_direct prints them, and the Thunder
 that use stride_order (printed by nvfuser_direct itself). Checked: the direct text eqsat emits
 (``fusion_source(f, "direct")``) and the calls ``to_nvfuser`` makes on a recording stand-in for
 nvfuser_direct's FusionDefinition."""
+
 import ast
 import sys
 import types
@@ -25,8 +26,10 @@ HEADER = "import torch\nfrom {module} import FusionDefinition, DataType\n\n"
 def _tensor(t: str, i: int, rank: int) -> str:
     """Line defining input ``{t}{i}``: a contiguous Float tensor of ``rank`` symbolic extents."""
     shape, contiguity = ", ".join(["-1"] * rank), ", ".join(["True"] * rank)
-    return (f"    {t}{i} = fd.define_tensor(shape=[{shape}], contiguity=[{contiguity}], "
-            f"dtype=DataType.Float, is_cpu=False)\n")
+    return (
+        f"    {t}{i} = fd.define_tensor(shape=[{shape}], contiguity=[{contiguity}], "
+        f"dtype=DataType.Float, is_cpu=False)\n"
+    )
 
 
 # (classic definition with add_output(t, stride_order), the same as nvfuser_direct prints it)
@@ -34,18 +37,22 @@ CASES = {
     "column-major": (
         _tensor("T", 0, 2) + "    T1 = fd.ops.exp(T0)\n    fd.add_output(T1, stride_order=[0, 1])\n",
         _tensor("tv", 0, 2) + "    tv1 = fd.ops.exp(tv0)\n"
-        "    tv2 = fd.ops.stride_order(tv1, stride_order=[0, 1])\n    fd.add_output(tv2)\n"),
+        "    tv2 = fd.ops.stride_order(tv1, stride_order=[0, 1])\n    fd.add_output(tv2)\n",
+    ),
     "two orders and a plain output": (
-        _tensor("T", 0, 3) + _tensor("T", 1, 3)
+        _tensor("T", 0, 3)
+        + _tensor("T", 1, 3)
         + "    T2 = fd.ops.add(T0, T1)\n    T3 = fd.ops.sum(T2, dims=[2])\n    T4 = fd.ops.mul(T2, T0)\n"
-          "    fd.add_output(T2, stride_order=[1, 2, 0])\n    fd.add_output(T3)\n"
-          "    fd.add_output(T4, stride_order=[0, 2, 1])\n",
-        _tensor("tv", 0, 3) + _tensor("tv", 1, 3)
+        "    fd.add_output(T2, stride_order=[1, 2, 0])\n    fd.add_output(T3)\n"
+        "    fd.add_output(T4, stride_order=[0, 2, 1])\n",
+        _tensor("tv", 0, 3)
+        + _tensor("tv", 1, 3)
         + "    tv2 = fd.ops.add(tv0, tv1)\n    tv3 = fd.ops.sum(tv2, dims=[2])\n"
-          "    tv4 = fd.ops.mul(tv2, tv0)\n"
-          "    tv5 = fd.ops.stride_order(tv2, stride_order=[1, 2, 0])\n"
-          "    tv6 = fd.ops.stride_order(tv4, stride_order=[0, 2, 1])\n"
-          "    fd.add_output(tv5)\n    fd.add_output(tv3)\n    fd.add_output(tv6)\n"),
+        "    tv4 = fd.ops.mul(tv2, tv0)\n"
+        "    tv5 = fd.ops.stride_order(tv2, stride_order=[1, 2, 0])\n"
+        "    tv6 = fd.ops.stride_order(tv4, stride_order=[0, 2, 1])\n"
+        "    fd.add_output(tv5)\n    fd.add_output(tv3)\n    fd.add_output(tv6)\n",
+    ),
 }
 
 
@@ -61,8 +68,11 @@ def _layouts(text: str) -> tuple[list, list]:
     each as the order of the stride_order call that made it (None where another op did). An
     ``add_output`` that passes anything but the output and an alias input fails:
     nvfuser_direct takes nothing else."""
-    fn = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef)
-              and n.name.startswith("nvfuser_fusion"))
+    fn = next(
+        n
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("nvfuser_fusion")
+    )
     made_by, calls, outputs = {}, [], []
     for stmt in fn.body:
         call = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
@@ -70,10 +80,12 @@ def _layouts(text: str) -> tuple[list, list]:
             continue
         callee = ast.unparse(call.func)
         if callee == "fd.add_output":
-            assert not call.keywords and len(call.args) in (1, 2) \
-                and all(isinstance(a, ast.Name) for a in call.args), \
-                f"nvfuser_direct's add_output takes an output and an alias input: {ast.unparse(call)}"
-            if len(call.args) == 1:                        # not an alias of an input
+            assert (
+                not call.keywords
+                and len(call.args) in (1, 2)
+                and all(isinstance(a, ast.Name) for a in call.args)
+            ), f"nvfuser_direct's add_output takes an output and an alias input: {ast.unparse(call)}"
+            if len(call.args) == 1:  # not an alias of an input
                 outputs.append(made_by[call.args[0].id][1])
             continue
         kw = {k.arg: k.value for k in call.keywords}
@@ -91,6 +103,7 @@ def _thunder_stride_order_files():
 
 
 # -- the direct text -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_direct_text_writes_an_output_stride_order_as_nvfuser_direct_prints_it(case):
@@ -121,6 +134,7 @@ def test_the_direct_text_keeps_the_corpus_stride_orders():
 
 # -- to_nvfuser on nvfuser_direct ------------------------------------------------------------
 
+
 class _Handle:
     """A value the recording definition made: the call that made it."""
 
@@ -135,7 +149,7 @@ class _RecordingDefinition:
 
     def __init__(self):
         self.outputs: list[_Handle] = []
-        self.stride_orders: list[tuple[str, list]] = []     # (operand's op, order) per call
+        self.stride_orders: list[tuple[str, list]] = []  # (operand's op, order) per call
         self.ops = _RecordingOps(self)
 
     def __enter__(self):
@@ -192,8 +206,9 @@ def recording_direct(monkeypatch):
 
 def _recorded(fd: _RecordingDefinition) -> tuple[list, list]:
     """The recording as ``_layouts`` gives text: its stride_order calls and its outputs."""
-    return fd.stride_orders, [h.kwargs["stride_order"] if h.op == "stride_order" else None
-                              for h in fd.outputs]
+    return fd.stride_orders, [
+        h.kwargs["stride_order"] if h.op == "stride_order" else None for h in fd.outputs
+    ]
 
 
 @pytest.mark.parametrize("case", list(CASES))

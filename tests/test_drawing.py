@@ -4,6 +4,7 @@ cost model records for it (``Kernel.reads``/``writes``, ``Estimate.tensors``).
 LayerNorm + amax (the demo's seed) at 16384x4096: as given, the layer norm's kernel writes
 ``|y|`` in float32 (268 MB) for a grid reduction to read back; eqsat takes the rows' maxima in
 the layer norm's kernel, which hands 16384 floats (65.5 KB) on instead."""
+
 import re
 import shutil
 
@@ -25,8 +26,9 @@ NO_DOT = "Graphviz's dot program is not installed here (apt-get install graphviz
 
 @pytest.fixture(scope="module")
 def opt():
-    return eqsat.optimize_fusion(SEED.model_ref, SEED.make_inputs(*SEED.demo_shape, device="meta"),
-                                 deadline_s=None)
+    return eqsat.optimize_fusion(
+        SEED.model_ref, SEED.make_inputs(*SEED.demo_shape, device="meta"), deadline_s=None
+    )
 
 
 def _side(dot: str, side: str) -> str:
@@ -90,7 +92,7 @@ def test_the_dot_text_shows_both_sides_their_kernels_tensors_and_rules(opt):
     # the tensor the first kernel hands the second: its name, dtype, shape and bytes
     assert _edges(before, "b_k0", "b_k1") == ["T27 f32[16384, 4096]<BR/><B>268 MB</B>"]
     assert _edges(after, "a_k0", "a_k1") == ["T28 f32[16384]<BR/><B>65.5 KB</B>"]
-    assert _edges(before, "b_in0", "b_k0") == ["<B>134 MB</B>"]          # T0, bf16[16384, 4096]
+    assert _edges(before, "b_in0", "b_k0") == ["<B>134 MB</B>"]  # T0, bf16[16384, 4096]
     assert "<B>T29</B> bf16[16384, 4096]<BR/>output" in before and "<B>T26</B> bf16[16384, 4096]" in after
     assert report.rules and all(rule in after for rule in report.rules)
     assert not any(rule in before for rule in report.rules)
@@ -112,9 +114,11 @@ def test_every_box_is_connected_through_views_and_ops_outside_the_kernels():
     """Each kernel's tensors, the view no kernel computes and the ops nvFuser runs apart
     (linear) are joined by arrows: every box but the inputs has one in, every kernel one out."""
     shapes = [(16, 25, 128, 64), (16, 128, 1600), (1600, 1600)]
-    opt = eqsat.optimize_fusion(linear_after_a_transpose,
-                                [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in shapes],
-                                deadline_s=None)
+    opt = eqsat.optimize_fusion(
+        linear_after_a_transpose,
+        [torch.empty(s, dtype=torch.bfloat16, device="meta") for s in shapes],
+        deadline_s=None,
+    )
     est = opt.report.before
     assert [op for op, _ in est.barriers.values()] == ["linear", "linear"]
     (view,) = [t for t in est.tensors.values() if t.source == "reshape"]
@@ -130,8 +134,9 @@ def test_every_box_is_connected_through_views_and_ops_outside_the_kernels():
 
 
 def test_a_fusion_kept_as_given_says_why():
-    kept = eqsat.optimize_fusion(SEED.model_ref, SEED.make_inputs(*SEED.demo_shape, device="meta"),
-                                 deadline_s=None, min_gain=0.9)
+    kept = eqsat.optimize_fusion(
+        SEED.model_ref, SEED.make_inputs(*SEED.demo_shape, device="meta"), deadline_s=None, min_gain=0.9
+    )
     assert not kept.report.changed
     after = _side(kernel_graph_dot(kept), "after")
     assert "eqsat kept it as given" in after and "why:" in after and "min_gain=0.9" in after
@@ -147,7 +152,7 @@ def test_an_op_eqsat_does_not_model_is_drawn_and_leaves_the_estimate_alone():
         ab = fd.ops.broadcast_in_dim(a, shape=[n, k, m], broadcast_dims=[0, 1])
         bb = fd.ops.broadcast_in_dim(b, shape=[n, k, m], broadcast_dims=[0, 2])
         fd.add_output(fd.ops.sum(fd.ops.mul(ab, bb), dims=[1]))
-        fd.add_output(fd.ops.threshold(a, 3.0, 0.0))      # nvFuser's; eqsat does not model it
+        fd.add_output(fd.ops.threshold(a, 3.0, 0.0))  # nvFuser's; eqsat does not model it
 
     opt = eqsat.optimize_fusion(define, [torch.empty(512, 512, device="meta")] * 2, min_gain=0.05)
     assert opt.report.estimated and opt.report.changed
@@ -165,7 +170,7 @@ def test_the_picture_is_written_as_its_suffix_says(opt, tmp_path, suffix, head):
 
 
 def test_the_dot_text_needs_no_graphviz(opt, tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))           # no dot on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot on PATH
     path = draw_kernels(opt.report, tmp_path / "kernels.gv")
     assert path.read_text() == kernel_graph_dot(opt)
 
@@ -178,8 +183,11 @@ def test_an_unknown_suffix_is_a_clear_error(name):
 
 def test_without_dot_a_drawn_picture_is_a_clear_error(opt, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(FusionError, match=r"needs Graphviz's `dot` program.*apt-get install graphviz"
-                                          r".*\.dot file"):
+    with pytest.raises(
+        FusionError,
+        match=r"needs Graphviz's `dot` program.*apt-get install graphviz"
+        r".*\.dot file",
+    ):
         draw_kernels(opt, tmp_path / "kernels.svg")
     # dot found where it then does not run: the same advice
     monkeypatch.setattr(shutil, "which", lambda name: "/nowhere/dot")
@@ -190,8 +198,9 @@ def test_without_dot_a_drawn_picture_is_a_clear_error(opt, tmp_path, monkeypatch
 
 def _repro(tmp_path):
     path = tmp_path / "layernorm_amax.py"
-    path.write_text(repro_source(eqsat.from_function(SEED.model_ref), SEED.make_inputs(*SEED.demo_shape,
-                                                                                        device="meta")))
+    path.write_text(
+        repro_source(eqsat.from_function(SEED.model_ref), SEED.make_inputs(*SEED.demo_shape, device="meta"))
+    )
     return path
 
 
@@ -207,9 +216,9 @@ def test_the_cli_draws_the_kernels(tmp_path, capsys):
 
 def test_the_cli_refuses_a_bad_picture_before_optimizing(tmp_path, capsys, monkeypatch):
     path = _repro(tmp_path)
-    import eqsat.optimize as optimize_module     # the optimize command imports it when it runs
+    import eqsat.pipeline.driver as driver  # the optimize command imports it when it runs
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", lambda *a, **k: pytest.fail("optimized"))
+    monkeypatch.setattr(driver, "optimize", lambda *a, **k: pytest.fail("optimized"))
     assert main(["optimize", str(path), "--draw", str(tmp_path / "kernels.jpeg")]) == 2
     assert "must end in one of" in capsys.readouterr().err
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -2,6 +2,7 @@
 ``eqsat show --run`` and ``eqsat check`` in one child interpreter (a SIGFPE fails the test, naming
 the file, instead of killing pytest): no signal, no traceback, exit 0 or 2 as the file's comment
 says, and the values it says nvFuser gives."""
+
 import json
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ALL = sorted((ROOT / "tests" / "attacks").glob("*.py"))
 # the files whose run is refused, with a clean error at the line of the op named
-REFUSED = {"int_div_by_zero.py": "fd.ops.div: integer div by zero",
-           "scalar_div_int64_min_by_minus_one.py": "fd.ops.div: INT64_MIN / -1 overflows Int"}
-I32_MIN, I64_MIN, I64_MAX = -2**31, -2**63, 2**63 - 1
+REFUSED = {
+    "int_div_by_zero.py": "fd.ops.div: integer div by zero",
+    "scalar_div_int64_min_by_minus_one.py": "fd.ops.div: INT64_MIN / -1 overflows Int",
+}
+I32_MIN, I64_MIN, I64_MAX = -(2**31), -(2**63), 2**63 - 1
 E5M2, E4M3 = 57344.0, 448.0
 # the outputs nvFuser gives (derived from its source: see each file's comment)
 VALUES = {
@@ -29,7 +32,7 @@ VALUES = {
     "fp8_e5m2_overflow.py": [[E5M2, -E5M2, E5M2, E5M2, -E5M2, "nan", 1.5]],
     "fp8_e4m3fn_overflow.py": [[E4M3, -E4M3, E4M3, E4M3, -E4M3, "nan", 1.5]],
 }
-ATTACKS = [p for p in ALL if p.name in REFUSED or p.name in VALUES]     # the executor's own
+ATTACKS = [p for p in ALL if p.name in REFUSED or p.name in VALUES]  # the executor's own
 
 CHILD = r"""
 import contextlib, io, json, sys, traceback
@@ -65,8 +68,13 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results():
-    done = subprocess.run([sys.executable, "-c", CHILD, *map(str, ATTACKS)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, *map(str, ATTACKS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     last = [ln for ln in done.stderr.splitlines() if ln.startswith("begin ")][-1:]
     assert done.returncode == 0, f"the child died (rc {done.returncode}) at {last}:\n{done.stderr[-2000:]}"
     return json.loads(done.stdout.splitlines()[-1])
@@ -74,7 +82,7 @@ def results():
 
 def test_every_attack_file_has_its_comment_and_an_expectation():
     assert len(ATTACKS) == len(REFUSED) + len(VALUES)
-    for path in ALL:        # the executor's are checked here; the others say what must happen
+    for path in ALL:  # the executor's are checked here; the others say what must happen
         text = path.read_text()
         assert text.startswith("# "), path.name
         assert path in ATTACKS or "must" in text.split("import", 1)[0].lower(), path.name

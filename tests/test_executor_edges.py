@@ -2,6 +2,7 @@
 the result undefined (INT_MIN / -1, division by zero, negative integer powers), complex abs,
 FP8 casts that overflow, and outputs that must not be the caller's input. Whatever might trap
 runs in a child process, so that a SIGFPE fails a test instead of killing pytest."""
+
 import json
 import subprocess
 import sys
@@ -13,21 +14,26 @@ import torch
 
 import eqsat
 from eqsat import DataType
+from eqsat.reference import torch_arithmetic
 from eqsat.reference import torch_executor as tx
 
 ROOT = Path(__file__).resolve().parent.parent
-I32_MIN, I32_MAX = -2**31, 2**31 - 1
-I64_MIN, I64_MAX = -2**63, 2**63 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 
 def run_isolated(body: str) -> dict:
     """Run ``body`` (which fills the dict ``out``) in a fresh interpreter; its ``out`` as JSON.
     A signal (a trap of the CPU's integer division) fails the test and names the case last begun."""
-    script = "import json, sys, torch, eqsat\nfrom eqsat import DataType\nout = {}\n" \
-             "def begin(name):\n    print('begin', name, file=sys.stderr, flush=True)\n" \
-             + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    script = (
+        "import json, sys, torch, eqsat\nfrom eqsat import DataType\nout = {}\n"
+        "def begin(name):\n    print('begin', name, file=sys.stderr, flush=True)\n"
+        + textwrap.dedent(body)
+        + "\nprint(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     last = [ln for ln in done.stderr.splitlines() if ln.startswith("begin ")][-1:]
     assert done.returncode == 0, f"the child died (rc {done.returncode}) at {last}:\n{done.stderr[-2000:]}"
     return json.loads(done.stdout.splitlines()[-1])
@@ -93,8 +99,11 @@ def test_integer_div_fmod_remainder_at_int_min_by_minus_one_give_nvfusers_values
     assert out["div number"] == [I32_MIN, -6]
     assert out["fmod number"] == [0, 0] and out["remainder number"] == [0, 0]
     # nvFuser evaluates scalar arithmetic in C++ on the host, where INT64_MIN / -1 is undefined
-    assert out["scalar div"].startswith("FusionError: line ") and "fd.ops.div" in out["scalar div"] \
+    assert (
+        out["scalar div"].startswith("FusionError: line ")
+        and "fd.ops.div" in out["scalar div"]
         and "INT64_MIN / -1" in out["scalar div"]
+    )
     assert out["scalar fmod"] == [0, 0] and out["scalar remainder"] == [0, 0]
 
 
@@ -116,7 +125,9 @@ def test_integer_division_by_zero_is_an_error_at_its_line(op, dtype):
 
 def test_division_by_zero_gives_values_where_int_by_zero_says(monkeypatch):
     # the one place to change if the GPU's values are wanted instead of an error
-    monkeypatch.setitem(tx.INT_BY_ZERO, "fmod", lambda op, a: torch.where(a >= 0, 2**32 - 1, -1))
+    monkeypatch.setitem(
+        torch_arithmetic.INT_BY_ZERO, "fmod", lambda op, a: torch.where(a >= 0, 2**32 - 1, -1)
+    )
 
     def define(fd):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
@@ -190,8 +201,13 @@ def test_an_int64_shift_amount_counts_by_its_low_32_bits():
 
 
 # -- item 8: abs of a complex tensor is real ----------------------------------------------------------
-@pytest.mark.parametrize("dtype, real, tdt", [(DataType.ComplexFloat, DataType.Float, torch.complex64),
-                                              (DataType.ComplexDouble, DataType.Double, torch.complex128)])
+@pytest.mark.parametrize(
+    "dtype, real, tdt",
+    [
+        (DataType.ComplexFloat, DataType.Float, torch.complex64),
+        (DataType.ComplexDouble, DataType.Double, torch.complex128),
+    ],
+)
 def test_abs_of_a_complex_tensor_is_its_real_dtype(dtype, real, tdt):
     def define(fd):
         a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=dtype)
@@ -221,8 +237,13 @@ def test_the_egraph_types_abs_of_a_complex_value_real():
 
 
 # -- item 9: FP8 casts saturate --------------------------------------------------------------------
-@pytest.mark.parametrize("target, top, tdt", [(DataType.Float8_e5m2, 57344.0, torch.float8_e5m2),
-                                              (DataType.Float8_e4m3fn, 448.0, torch.float8_e4m3fn)])
+@pytest.mark.parametrize(
+    "target, top, tdt",
+    [
+        (DataType.Float8_e5m2, 57344.0, torch.float8_e5m2),
+        (DataType.Float8_e4m3fn, 448.0, torch.float8_e4m3fn),
+    ],
+)
 @pytest.mark.parametrize("source", [DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16])
 def test_a_cast_to_fp8_saturates_to_the_largest_finite_value(target, top, tdt, source):
     # runtime/casts.cu converts with cvt.rn.satfinite: beyond the largest finite value and +-inf
@@ -234,8 +255,9 @@ def test_a_cast_to_fp8_saturates_to_the_largest_finite_value(target, top, tdt, s
         fd.add_output(fd.ops.cast(q, dtype=DataType.Float))
 
     big = 60000.0 if source is DataType.Half else 1e6
-    x = torch.tensor([big, -big, top, 1.5, float("inf"), -float("inf"), float("nan")],
-                     dtype=tx.dt.to_torch(source))
+    x = torch.tensor(
+        [big, -big, top, 1.5, float("inf"), -float("inf"), float("nan")], dtype=tx.dt.to_torch(source)
+    )
     q, back = eqsat.run_fusion(eqsat.from_function(define), [x], strict=True)
     assert q.dtype == tdt
     assert back[:-1].tolist() == [top, -top, top, 1.5, top, -top] and back[-1].isnan()
@@ -256,21 +278,25 @@ def test_fp8_ops_that_keep_fp8_saturate_too():
 
 def test_the_rule_verifier_rounds_to_fp8_as_the_executor_does():
     from eqsat.egraph.terms import DTYPE_CODE
-    from eqsat.rules.verify import _rounded
+    from eqsat.rules.evaluation import rounded as _rounded
 
     t = torch.tensor([1e6, -float("inf"), 3.0], dtype=torch.float64)
     assert _rounded(t, DTYPE_CODE[DataType.Float8_e5m2]).tolist() == [57344.0, -57344.0, 3.0]
 
 
 # -- item 15: outputs are never the caller's input ---------------------------------------------------
-@pytest.mark.parametrize("make", [
-    lambda fd, x: fd.ops.cast(x, dtype=DataType.Float),
-    lambda fd, x: fd.ops.sum(x, dims=[]),
-    lambda fd, x: fd.ops.max(x, dims=[]),
-    lambda fd, x: fd.ops.min(x, dims=[]),
-    lambda fd, x: fd.ops.prod(x, dims=[]),
-    lambda fd, x: fd.ops.where(True, x, 0.0),
-], ids=["cast-same-dtype", "sum-no-dims", "max-no-dims", "min-no-dims", "prod-no-dims", "where-constant"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fd, x: fd.ops.cast(x, dtype=DataType.Float),
+        lambda fd, x: fd.ops.sum(x, dims=[]),
+        lambda fd, x: fd.ops.max(x, dims=[]),
+        lambda fd, x: fd.ops.min(x, dims=[]),
+        lambda fd, x: fd.ops.prod(x, dims=[]),
+        lambda fd, x: fd.ops.where(True, x, 0.0),
+    ],
+    ids=["cast-same-dtype", "sum-no-dims", "max-no-dims", "min-no-dims", "prod-no-dims", "where-constant"],
+)
 def test_an_output_computed_from_an_input_is_a_fresh_tensor(make):
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
@@ -306,8 +332,9 @@ def test_views_of_an_input_stay_views_as_nvfuser_returns_them():
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         fd.add_output(fd.ops.permute(x, dims=[1, 0]))
-        fd.add_output(fd.ops.broadcast_in_dim(x, shape=[2, fd.ops.size(x, 0), fd.ops.size(x, 1)],
-                                              broadcast_dims=[1, 2]))
+        fd.add_output(
+            fd.ops.broadcast_in_dim(x, shape=[2, fd.ops.size(x, 0), fd.ops.size(x, 1)], broadcast_dims=[1, 2])
+        )
 
     x = torch.randn(3, 4)
     p, b = eqsat.run_fusion(eqsat.from_function(define), [x], strict=True)
@@ -320,16 +347,17 @@ PROBE = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100_sem
 
 
 @pytest.mark.parametrize("dtype", ["Int32", "Int"])
-@pytest.mark.parametrize("op", ["div", "fmod", "remainder", "truediv", "bitwise_left_shift",
-                                "bitwise_right_shift"])
+@pytest.mark.parametrize(
+    "op", ["div", "fmod", "remainder", "truediv", "bitwise_left_shift", "bitwise_right_shift"]
+)
 def test_the_executor_gives_what_nvfuser_gave_on_an_h100(op, dtype):
     recorded = json.loads(PROBE.read_text())["nvfuser_direct"]["cases"][f"{op}_{dtype}"][0]["values"]
     tdt = torch.int32 if dtype == "Int32" else torch.int64
     info = torch.iinfo(tdt)
-    if "shift" in op:           # bench/semantics_probe.py's _shift operands
+    if "shift" in op:  # bench/semantics_probe.py's _shift operands
         a = torch.tensor([1, -1, 5, -5, 1, -8], dtype=tdt)
         b = torch.tensor([info.bits, info.bits, info.bits + 1, 2 * info.bits, -1, 1], dtype=tdt)
-    else:                       # its _binary operands; a division by zero is an error here instead
+    else:  # its _binary operands; a division by zero is an error here instead
         a = torch.tensor([info.min, info.min, 7, -7, 7, -7, 0, info.max], dtype=tdt)
         b = torch.tensor([-1, 1, 0, 0, -2, 2, 0, -1], dtype=tdt)
     keep = [i for i in range(len(a)) if op in ("truediv",) or "shift" in op or b[i] != 0]

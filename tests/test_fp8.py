@@ -2,6 +2,7 @@
 cast to e4m3) is recorded, run, optimized and checked, against torch written by hand. torch
 itself promotes no FP8 type; nvFuser treats them as reduced-precision floats (arithmetic in
 Float)."""
+
 import pytest
 import torch
 from helpers import check
@@ -26,7 +27,7 @@ def current_scaling(fd):
 def reference(x):
     xf = x.float()
     amax = xf.abs().amax()
-    scale = torch.full_like(amax, E4M3_MAX) / amax        # (E4M3_MAX / amax is 448 * 1/amax)
+    scale = torch.full_like(amax, E4M3_MAX) / amax  # (E4M3_MAX / amax is 448 * 1/amax)
     return [(xf * scale).to(torch.float8_e4m3fn), scale]
 
 
@@ -60,17 +61,21 @@ def test_fp8_arithmetic_is_done_in_float_and_kept_where_nothing_promotes(dtype):
     assert torch.equal(t, a.float() * 2)
 
 
-@pytest.mark.parametrize("op, kept", [
-    (lambda fd, a, b: fd.ops.abs(a), True),
-    (lambda fd, a, b: fd.ops.neg(a), False),
-    (lambda fd, a, b: fd.ops.exp(a), False),
-    (lambda fd, a, b: fd.ops.clamp(a, -1.0, 1.0), True),
-    (lambda fd, a, b: fd.ops.where(fd.ops.gt(a, b), a, b), True),
-    (lambda fd, a, b: fd.ops.max(a, dims=[1]), True),
-    (lambda fd, a, b: fd.ops.sum(a, dims=[0]), True),
-    (lambda fd, a, b: fd.ops.sub(a, b), False),
-    (lambda fd, a, b: fd.ops.lerp(a, b, 0.5), False),
-], ids=["abs", "neg", "exp", "clamp", "where", "max", "sum", "sub", "lerp"])
+@pytest.mark.parametrize(
+    "op, kept",
+    [
+        (lambda fd, a, b: fd.ops.abs(a), True),
+        (lambda fd, a, b: fd.ops.neg(a), False),
+        (lambda fd, a, b: fd.ops.exp(a), False),
+        (lambda fd, a, b: fd.ops.clamp(a, -1.0, 1.0), True),
+        (lambda fd, a, b: fd.ops.where(fd.ops.gt(a, b), a, b), True),
+        (lambda fd, a, b: fd.ops.max(a, dims=[1]), True),
+        (lambda fd, a, b: fd.ops.sum(a, dims=[0]), True),
+        (lambda fd, a, b: fd.ops.sub(a, b), False),
+        (lambda fd, a, b: fd.ops.lerp(a, b, 0.5), False),
+    ],
+    ids=["abs", "neg", "exp", "clamp", "where", "max", "sum", "sub", "lerp"],
+)
 def test_fp8_ops_give_the_dtype_they_give_half(op, kept):
     # nvFuser promotes FP8 as the reduced-precision float it is: an op keeps FP8 where it keeps
     # Half and computes in Float where Half arithmetic does. The executor computes every such op
@@ -91,8 +96,9 @@ def test_eqsat_check_takes_fp8(tmp_path, capsys):
     from eqsat.lowering import repro_source
 
     path = tmp_path / "fp8.py"
-    path.write_text(repro_source(eqsat.from_function(current_scaling),
-                                 [torch.randn(32, 16).to(torch.bfloat16)]))
+    path.write_text(
+        repro_source(eqsat.from_function(current_scaling), [torch.randn(32, 16).to(torch.bfloat16)])
+    )
     assert main(["check", str(path)]) == 0, capsys.readouterr()
 
 
@@ -103,7 +109,7 @@ def test_uint64_is_recorded_and_optimized_and_unmodelled_promotion_is_a_clean_er
 
     fusion = eqsat.from_function(same)
     assert fusion.types[fusion.outputs[0].value].dtype is DataType.UInt64
-    eqsat.optimize_fusion(fusion, [torch.zeros(4).to(torch.uint64)])      # no traceback
+    eqsat.optimize_fusion(fusion, [torch.zeros(4).to(torch.uint64)])  # no traceback
 
     def mixed(fd):
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.UInt64)

@@ -2,6 +2,7 @@
 results beyond the dtype and reduction-size tolerance and never raises the estimated cost.
 The CI profile runs a few hundred examples, some with special values, run-time extents 0 and
 1 and integer and bool operands among them; bench/fuzz.py runs thousands."""
+
 import os
 
 import pytest
@@ -12,13 +13,18 @@ import eqsat
 from eqsat import DataType, FusionError
 from eqsat.reference.compare import mismatch
 from eqsat.testing.fuzz import check_case
-from eqsat.testing.random_fusion import HypothesisChooser, RandomChooser, random_fusion
+from eqsat.testing.choosers import HypothesisChooser, RandomChooser
+from eqsat.testing.random_fusion import random_fusion
 
 EXAMPLES = int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_optimizing_a_random_fusion_keeps_its_results_and_never_raises_its_cost(data):
     """Half the examples run at extents 0 and 1 too, with integer and bool operands and special
@@ -43,9 +49,11 @@ def test_the_generator_reaches_the_rewrites():
 
 # -- regressions found by fuzzing ------------------------------------------------------------
 
+
 def test_var_mean_of_bf16_is_rejected_as_nvfuser_does():
     """Found by the fuzzer: mean-as-sum rewrote a bf16 var_mean's mean into an fp32 sum, which
     changed its rounding. nvFuser rejects var_mean of half types at definition; so does eqsat."""
+
     def fusion(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
         var, mean = fd.ops.var_mean(x, dims=[1], correction=0)
@@ -58,17 +66,21 @@ def test_var_mean_of_bf16_is_rejected_as_nvfuser_does():
 def test_a_factored_sum_of_a_bf16_operand_accumulates_in_fp32():
     """sum_k(a[i,k] * b[i,j]) with a bf16: the left side multiplies in fp32 and sums fp32; the
     rewrite must sum a cast to fp32 (nvFuser cannot sum bf16, and a bf16 sum would round)."""
+
     def fusion(fd):
         a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
         b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         n, k, j = fd.ops.size(a, dim=0), fd.ops.size(a, dim=1), fd.ops.size(b, dim=1)
-        prod = fd.ops.mul(fd.ops.broadcast_in_dim(a, shape=[n, k, j], broadcast_dims=[0, 1]),
-                          fd.ops.broadcast_in_dim(b, shape=[n, k, j], broadcast_dims=[0, 2]))
+        prod = fd.ops.mul(
+            fd.ops.broadcast_in_dim(a, shape=[n, k, j], broadcast_dims=[0, 1]),
+            fd.ops.broadcast_in_dim(b, shape=[n, k, j], broadcast_dims=[0, 2]),
+        )
         fd.add_output(fd.ops.sum(prod, dims=[1]))
 
     import torch
+
     big = [torch.empty(512, 512, dtype=torch.bfloat16, device="meta"), torch.empty(512, 512, device="meta")]
-    opt = eqsat.optimize_fusion(fusion, big, min_gain=0.05)     # the rewrite, not the margin, is tested
+    opt = eqsat.optimize_fusion(fusion, big, min_gain=0.05)  # the rewrite, not the margin, is tested
     assert opt.report.changed
     sums = [n for n in opt.fusion.nodes if n.op == "sum"]
     assert len(sums) == 1
@@ -93,15 +105,21 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
         shape = fd.ops.shape(x)
-        y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[1])),
-                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5))),
-                                               shape=shape, broadcast_dims=[1]))
-        noise = fd.ops.sum(y, dims=[0])                     # exactly 0 in real arithmetic
+        y = fd.ops.mul(
+            fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[1])),
+            fd.ops.broadcast_in_dim(
+                fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5))), shape=shape, broadcast_dims=[1]
+            ),
+        )
+        noise = fd.ops.sum(y, dims=[0])  # exactly 0 in real arithmetic
         v2, m2 = fd.ops.var_mean(noise, dims=[0], correction=0)
         n = fd.ops.shape(noise)
-        z = fd.ops.mul(fd.ops.sub(noise, fd.ops.broadcast_in_dim(m2, shape=n, broadcast_dims=[])),
-                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(v2, fd.define_scalar(1e-5))),
-                                               shape=n, broadcast_dims=[]))
+        z = fd.ops.mul(
+            fd.ops.sub(noise, fd.ops.broadcast_in_dim(m2, shape=n, broadcast_dims=[])),
+            fd.ops.broadcast_in_dim(
+                fd.ops.rsqrt(fd.ops.add(v2, fd.define_scalar(1e-5))), shape=n, broadcast_dims=[]
+            ),
+        )
         fd.add_output(fd.ops.max(fd.ops.abs(z), dims=[0]))
 
     f = eqsat.ingest(fusion)
@@ -110,13 +128,17 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(64, 48, generator=g)
     exact = eqsat.run_fusion(wide, [x.double()], strict=True)[0]
-    assert exact.dtype == torch.float64 and float(exact) < 1e-3       # noise at float64 level
-    case = RandomCase(fusion=f, inputs=[x], planning_inputs=[torch.empty(4096, 4096, device="meta")],
-                      ops=["layer_norm", "sum", "layer_norm", "amax"], reduction_size=4096)
+    assert exact.dtype == torch.float64 and float(exact) < 1e-3  # noise at float64 level
+    case = RandomCase(
+        fusion=f,
+        inputs=[x],
+        planning_inputs=[torch.empty(4096, 4096, device="meta")],
+        ops=["layer_norm", "sum", "layer_norm", "amax"],
+        reduction_size=4096,
+    )
     result = check_case(case, min_gain=0)
     assert result.changed, "the sum is rewritten (otherwise nothing differs to judge)"
     assert result.problem is None
-
 
 
 # the profile the regression cases below were found with (the packaged h200: one flat host cost
@@ -125,6 +147,7 @@ def test_rounding_noise_that_the_original_amplifies_is_judged_against_float64():
 FLAT_HOST = "h200"
 
 # -- special values, and outputs that cancel to 0 ----------------------------------------------
+
 
 @pytest.mark.parametrize("seed, max_steps", [(1001, 8), (90287, 16)])
 def test_an_output_that_cancels_to_0_is_judged_by_the_size_of_its_terms(seed, max_steps):
@@ -146,6 +169,7 @@ def test_summand_magnitudes_are_the_sums_of_the_absolute_terms():
         fd.add_output(fd.ops.sum(fd.ops.mul(x, x), dims=[0]))
 
     import torch
+
     x = torch.tensor([1.0, -2.0, 4.0])
     fusion = eqsat.ingest(centred_sum)
     assert abs(float(eqsat.run_fusion(fusion, [x], strict=True)[0])) < 1e-6
@@ -189,8 +213,11 @@ def test_edges_and_mixed_dtypes_reach_the_inputs():
     assert any((x == torch.iinfo(x.dtype).min).any() or (x == torch.iinfo(x.dtype).max).any() for x in ints)
     assert any(op in c.ops for c in cases for op in ("div_int", "cast"))
     plain = random_fusion(RandomChooser(5))
-    assert all(x.dtype in (torch.float32, torch.bfloat16, torch.float16) and 0 not in x.shape
-               for x in plain.inputs if isinstance(x, torch.Tensor))
+    assert all(
+        x.dtype in (torch.float32, torch.bfloat16, torch.float16) and 0 not in x.shape
+        for x in plain.inputs
+        if isinstance(x, torch.Tensor)
+    )
     assert repr(plain) == repr(random_fusion(RandomChooser(5), edges=False, mixed=False))
 
 
@@ -206,8 +233,9 @@ def test_special_values_reach_the_inputs_and_constants():
     assert any(not math.isfinite(x) for c in cases for x in c.inputs if isinstance(x, float))
     # the same fusions without special values, but for constants
     plain = random_fusion(RandomChooser(3))
-    assert [x.shape for x in plain.inputs if isinstance(x, torch.Tensor)] == \
-        [x.shape for x in cases[3].inputs if isinstance(x, torch.Tensor)]
+    assert [x.shape for x in plain.inputs if isinstance(x, torch.Tensor)] == [
+        x.shape for x in cases[3].inputs if isinstance(x, torch.Tensor)
+    ]
 
 
 def _times_one_case(x):
@@ -232,22 +260,28 @@ def test_the_judge_wants_nan_and_inf_in_place_where_the_rules_are_exact(monkeypa
 
     want = torch.tensor([math.nan, 1.0, 2.0])
     case = _times_one_case(want)
-    got = torch.tensor([math.inf, 1.0, 2.0])            # NaN turned into inf, as max(a+b) did
+    got = torch.tensor([math.inf, 1.0, 2.0])  # NaN turned into inf, as max(a+b) did
     assert "NaN" in output_problem(case, got, want, 0, exact=True)
     assert output_problem(case, got, want, 0, exact=False) is None
-    assert "max |difference|" in output_problem(case, torch.tensor([math.inf, 1.0, 3.0]), want, 0, exact=False)
+    assert "max |difference|" in output_problem(
+        case, torch.tensor([math.inf, 1.0, 3.0]), want, 0, exact=False
+    )
 
     report = Report.__new__(Report)
     report.rules_fired = {"add-commutes": 2, "split-max-lowest-axis-first": 1, "max-of-sum-with-constant": 1}
     report.rules = ["split-max-lowest-axis-first"]
-    assert exact_on_special_values(report)        # max-of-sum fired, but is not in the result
+    assert exact_on_special_values(report)  # max-of-sum fired, but is not in the result
     report.rules.append("max-of-sum-with-constant")
     assert not exact_on_special_values(report)
     from eqsat.rules import RULES  # a flagged rule with a one-level right side (|a| = a)
-    monkeypatch.setitem(RULES, "abs-of-nonnegative",
-                        dataclasses.replace(RULES["abs-of-nonnegative"], special_values="as if it were"))
+
+    monkeypatch.setitem(
+        RULES,
+        "abs-of-nonnegative",
+        dataclasses.replace(RULES["abs-of-nonnegative"], special_values="as if it were"),
+    )
     report.rules, report.rules_fired["abs-of-nonnegative"] = [], 1
-    assert not exact_on_special_values(report)    # |a| = a: a one-level right side, never credited
+    assert not exact_on_special_values(report)  # |a| = a: a one-level right side, never credited
 
 
 def test_a_nan_elsewhere_does_not_excuse_a_wrong_value():
@@ -272,15 +306,19 @@ def max_of_product_without_its_flag():
     @rule("distributive")
     def max_of_product_unflagged_for_test(k, a: Term, c: Term, R: Axes):
         """Max_R(a*c) = Max_R(a)*c when c >= 0 lacks R (no flag: claims NaN and inf)."""
-        return (k.Max(R, k.Mul(a, c)), k.Mul(k.Max(R, a), c),
-                [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))])
+        return (
+            k.Max(R, k.Mul(a, c)),
+            k.Mul(k.Max(R, a), c),
+            [k.disjoint(k.labels(c), R), k.nonneg(c), k.floating(k.Mul(a, c))],
+        )
 
     yield "max-of-product-unflagged-for-test"
     del RULES["max-of-product-unflagged-for-test"]
 
 
 def test_the_fuzzer_with_special_values_catches_a_max_rule_that_turns_nan_into_a_number(
-        max_of_product_without_its_flag):
+    max_of_product_without_its_flag,
+):
     """The probe's finding, found by bench/fuzz.py --special (seed 263): max_j(a * exp(b)) with
     b = -inf where a has inf is NaN; max_j(a) * exp(b) is a number."""
     from eqsat.egraph.saturate import select_rules
@@ -292,7 +330,7 @@ def test_the_fuzzer_with_special_values_catches_a_max_rule_that_turns_nan_into_a
     assert result.exact and result.problem and "NaNs in different places" in result.problem
     assert check_case(case, rules=strict, profile=FLAT_HOST).problem is None
     flagged = check_case(case, rules=[n for n in select_rules() if n != unflagged], profile=FLAT_HOST)
-    assert flagged.changed and not flagged.exact and flagged.problem is None   # finite places only
+    assert flagged.changed and not flagged.exact and flagged.problem is None  # finite places only
 
 
 @pytest.fixture
@@ -312,7 +350,8 @@ def sum_of_product_factor_right_in_any_dtype():
 
 
 def test_the_fuzzer_with_integer_operands_catches_a_factored_sum_that_integer_wrap_breaks(
-        sum_of_product_factor_right_in_any_dtype):
+    sum_of_product_factor_right_in_any_dtype,
+):
     """Issue 37: without its floating conditions sum-of-product-factor-right factors an Int32
     b out of sum_k(a*b); a*b wraps, Sum_k(a)*b (Int64) does not. Finite draws never reached
     Int32 overflow; integer operands of magnitude 50000 and at their limits do (seed 500)."""
@@ -321,7 +360,7 @@ def test_the_fuzzer_with_integer_operands_catches_a_factored_sum_that_integer_wr
     mutant = sum_of_product_factor_right_in_any_dtype
     case = random_fusion(RandomChooser(500), special=True, edges=True, mixed=True)
     given = [n for n in select_rules() if n not in (mutant, "sum-of-product-factor-right")]
-    unhurried = {"profile": FLAT_HOST, "deadline_s": None, "limits": Limits(seconds=60)}   # as on any machine
+    unhurried = {"profile": FLAT_HOST, "deadline_s": None, "limits": Limits(seconds=60)}  # as on any machine
     result = check_case(case, rules=[*given, mutant], **unhurried)
     assert mutant in result.rules and result.problem and "integer values differ" in result.problem
     assert check_case(case, rules=[*given, "sum-of-product-factor-right"], **unhurried).problem is None

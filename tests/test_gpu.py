@@ -11,6 +11,7 @@ compared by value (eqsat reproduces nvFuser's Philox numbers); without them nvFu
 the CUDA generator, so only shapes and dtypes are compared. Outputs written into inputs
 (``alias_input``) are compared through those inputs.
 """
+
 import functools
 import importlib
 
@@ -47,8 +48,10 @@ def _skip_without_nvfuser():
 
 
 # one xdist group per file (pytest -n N --dist loadgroup): its tests share one as-given run
-FILES = [pytest.param(p, id=p.name, marks=pytest.mark.xdist_group(p.name))
-         for p in corpus_files() + thunder_files()]
+FILES = [
+    pytest.param(p, id=p.name, marks=pytest.mark.xdist_group(p.name))
+    for p in corpus_files() + thunder_files()
+]
 
 
 def _unseeded_random(fusion) -> bool:
@@ -73,7 +76,10 @@ def _agree(got, want, values: bool, what: str, fusion=None):
     assert len(gout) == len(wout), f"{what}: {len(gout)} outputs instead of {len(wout)}"
     assert len(gin) == len(win), f"{what}: {len(gin)} tensor inputs instead of {len(win)}"
     rtols = returned_rtols(fusion) if fusion is not None else [None] * len(wout)
-    for kind, gs, ws, tols in (("output", gout, wout, rtols), ("input after the run", gin, win, [None] * len(win))):
+    for kind, gs, ws, tols in (
+        ("output", gout, wout, rtols),
+        ("input after the run", gin, win, [None] * len(win)),
+    ):
         for i, (g, w, rtol) in enumerate(zip(gs, ws, tols, strict=True)):
             assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{what}: {kind} {i}"
             if values:
@@ -81,7 +87,7 @@ def _agree(got, want, values: bool, what: str, fusion=None):
                 assert problem is None, f"{what}: {kind} {i}: {problem}"
 
 
-@functools.lru_cache(maxsize=4)          # the as-given run is shared by the tests of one file
+@functools.lru_cache(maxsize=4)  # the as-given run is shared by the tests of one file
 def _case(path):
     """(repro, CUDA inputs, as-given results or the reason they are missing)."""
     # inputs drawn on the GPU (fast), except where an index op may need them checked on the
@@ -104,8 +110,13 @@ def test_as_read_equals_as_given(path):
     if isinstance(given, str):
         pytest.skip(f"the file's own definition does not run on the nvFuser installed: {given}")
     reference = _run(repro.fusion, cuda)
-    _agree(reference, given, not _unseeded_random(repro.fusion), "torch executor vs nvFuser as given",
-           repro.fusion)
+    _agree(
+        reference,
+        given,
+        not _unseeded_random(repro.fusion),
+        "torch executor vs nvFuser as given",
+        repro.fusion,
+    )
 
 
 @pytest.mark.parametrize("frontend", ["own", "other"])
@@ -154,7 +165,9 @@ def test_verify_on_gpu_times_the_seed_keeps_the_faster_and_caches_the_decision(t
     opt = eqsat.optimize_fusion(seed.model_ref, inputs, verify="gpu", cache_dir=tmp_path)
     v = opt.report.verification
     assert v is not None and not v.cached, str(opt.report)
-    assert not any(m.problem and not m.problem.startswith(("slower", "not more")) for m in v.measurements), str(v)
+    assert not any(m.problem and not m.problem.startswith(("slower", "not more")) for m in v.measurements), (
+        str(v)
+    )
     assert all(m.measured_us > 0 for m in v.measurements), str(v)
     assert opt.report.changed and v.kept >= 0, str(opt.report)
     assert v.measurements[v.kept + 1].measured_us < 0.99 * v.measurements[0].measured_us

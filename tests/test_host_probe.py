@@ -1,4 +1,5 @@
 """The host probe: a profile's host constants scaled to the machine at hand (eqsat.cost.host_probe)."""
+
 import math
 
 import pytest
@@ -80,16 +81,16 @@ def test_the_host_microbenchmarks_are_fusions_that_run(monkeypatch):
         fusion = eqsat.from_function(definition)
         inputs = [torch.randn(r if isinstance(r, tuple) else [bench.SIDE] * r) for r in ranks]
         outs = eqsat.run_fusion(fusion, inputs, strict=True)
-        if name.startswith("full_sum"):     # full sums: one element each, of each input
+        if name.startswith("full_sum"):  # full sums: one element each, of each input
             assert [o.shape for o in outs] == [torch.Size([])] * len(inputs), name
             for o, x in zip(outs, inputs):
                 torch.testing.assert_close(o, x.sum(), rtol=1e-4, atol=1e-3)
-        elif name.startswith("alias_outputs"):      # the negation, then each other input flat
+        elif name.startswith("alias_outputs"):  # the negation, then each other input flat
             torch.testing.assert_close(outs[0], -inputs[0])
             assert all(torch.equal(o, x.reshape(-1)) for o, x in zip(outs[1:], inputs[1:], strict=True)), name
         else:
             assert outs and all(o.shape == inputs[0].shape for o in outs), name
         names.add(name)
         if name.startswith("rotary"):
-            assert bench.features(fusion, 1, 0)["resizes"] == 3 * int(name[len("rotary"):])
+            assert bench.features(fusion, 1, 0)["resizes"] == 3 * int(name[len("rotary") :])
     assert {"resizes32", "rotary8", "segments12", "full_sums4", "full_sum_small", "alias_outputs4"} <= names

@@ -1,4 +1,5 @@
 """Ingestion of repro text in both of nvFuser's print styles, and of whole repro files."""
+
 import textwrap
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 import eqsat
 from eqsat import FusionError
 
-CLASSIC = textwrap.dedent('''\
+CLASSIC = textwrap.dedent("""\
     import torch
     from nvfuser import FusionDefinition, DataType
 
@@ -28,9 +29,9 @@ CLASSIC = textwrap.dedent('''\
         torch.testing.make_tensor((4, 5), dtype=torch.float32, device='cuda:0'),
     ]
     fd.execute(inputs)
-    ''')
+    """)
 
-DIRECT = textwrap.dedent('''\
+DIRECT = textwrap.dedent("""\
     import torch
     from nvfuser_direct import FusionDefinition, DataType
     def nvfuser_fusion(fd : FusionDefinition) -> None :
@@ -44,14 +45,21 @@ DIRECT = textwrap.dedent('''\
         nvfuser_fusion(fd)
     inputs = [torch.randn(20, dtype=torch.float32, device='cuda:0').as_strided((4, 5), (5, 1))]
     fd.execute(inputs)
-    ''')
+    """)
 
 
 def test_classic_repro_ingests_without_nvfuser_and_without_executing(monkeypatch):
     repro = eqsat.from_source(CLASSIC, device="cpu")
     assert repro.function == "nvfuser_fusion_id0"
-    assert repro.fusion.ops() == ["define_tensor", "define_scalar", "mul", "sum", "size",
-                                  "define_vector", "broadcast_in_dim"]
+    assert repro.fusion.ops() == [
+        "define_tensor",
+        "define_scalar",
+        "mul",
+        "sum",
+        "size",
+        "define_vector",
+        "broadcast_in_dim",
+    ]
     (x,) = repro.inputs
     assert x.shape == (4, 5) and x.device.type == "cpu"
     (out,) = eqsat.run_fusion(repro.fusion, repro.inputs, strict=True)

@@ -1,6 +1,7 @@
 """Inputs that do not match the definition are refused at `optimize_fusion`, `.for_inputs`,
 `.run_reference` and `.execute` alike, with the definition line of the input, the op and what
 was expected; ops eqsat does not model leave the rest of the fusion optimizable."""
+
 import inspect
 
 import pytest
@@ -18,21 +19,35 @@ def scaled_row_sums(fd):
     fd.add_output(fd.ops.sum(fd.ops.mul(x, wb), dims=[1]))
 
 
-FIRST = inspect.getsourcelines(scaled_row_sums)[1] + 1      # the line defining x
-SECOND = FIRST + 1                                          # the line defining w
+FIRST = inspect.getsourcelines(scaled_row_sums)[1] + 1  # the line defining x
+SECOND = FIRST + 1  # the line defining w
 
 
-@pytest.mark.parametrize("inputs, line, message", [
-    ([torch.randn(4, 8)], None, "takes 2 inputs, got 1"),
-    ([torch.randn(4, 8, dtype=torch.float64), torch.randn(8)], FIRST, r"dtype Float \(got torch.float64\)"),
-    ([torch.randn(4, 8), torch.randn(8, 1)], SECOND, r"rank 1 \(got 2\)"),
-    ([torch.randn(4, 8), [1.0] * 8], SECOND, "expected a Float tensor of rank 1, got list"),
-    ([torch.randn(4, 8), torch.randn(4)], SECOND,
-     "input 1 dim 0 has extent 4, but the fusion uses it as the same axis as input 0 dim 1, of extent 8"),
-    ([torch.randn(8, 4).t(), torch.randn(8)], FIRST,
-     r"dim 1 is declared contiguous, which needs stride 1, but has stride 4.*\.contiguous\(\)"),
-    ([torch.randn(4, 16)[:, ::2], torch.randn(8)], FIRST, "dim 1 is declared contiguous"),
-])
+@pytest.mark.parametrize(
+    "inputs, line, message",
+    [
+        ([torch.randn(4, 8)], None, "takes 2 inputs, got 1"),
+        (
+            [torch.randn(4, 8, dtype=torch.float64), torch.randn(8)],
+            FIRST,
+            r"dtype Float \(got torch.float64\)",
+        ),
+        ([torch.randn(4, 8), torch.randn(8, 1)], SECOND, r"rank 1 \(got 2\)"),
+        ([torch.randn(4, 8), [1.0] * 8], SECOND, "expected a Float tensor of rank 1, got list"),
+        (
+            [torch.randn(4, 8), torch.randn(4)],
+            SECOND,
+            "input 1 dim 0 has extent 4, but the fusion uses it as the same axis as input 0 dim 1, "
+            "of extent 8",
+        ),
+        (
+            [torch.randn(8, 4).t(), torch.randn(8)],
+            FIRST,
+            r"dim 1 is declared contiguous, which needs stride 1, but has stride 4.*\.contiguous\(\)",
+        ),
+        ([torch.randn(4, 16)[:, ::2], torch.randn(8)], FIRST, "dim 1 is declared contiguous"),
+    ],
+)
 @pytest.mark.parametrize("entry", ["optimize_fusion", "run_reference"])
 def test_inputs_that_do_not_match_are_refused_with_line_op_and_expectation(inputs, line, message, entry):
     with pytest.raises(FusionError, match=message) as info:
@@ -50,11 +65,12 @@ def test_layouts_the_definition_allows_are_accepted():
     def strided(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[False, True], dtype=DataType.Float)
         # column-major: dim 0 innermost
-        y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float,
-                             stride_order=[0, 1])
+        y = fd.define_tensor(
+            shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, stride_order=[0, 1]
+        )
         fd.add_output(fd.ops.add(x, y))
 
-    x = torch.randn(4, 16)[:, :8]                  # rows padded: not contiguous across dim 0
+    x = torch.randn(4, 16)[:, :8]  # rows padded: not contiguous across dim 0
     y = torch.randn(8, 4).t()
     (out,) = eqsat.optimize_fusion(strided).run_reference([x, y])
     torch.testing.assert_close(out, x + y)
@@ -86,15 +102,19 @@ def test_an_unmodelled_op_leaves_the_rest_optimized_and_its_error_names_its_line
 
 # -- layouts (eqsat.ir.layout): stride order and contiguity <-> strides, against torch's ----------
 
-@pytest.mark.parametrize("tensor, contiguity, stride_order", [
-    (torch.empty(2, 3, 4), (True, True, True), None),                       # strides (12, 4, 1)
-    (torch.empty(2, 3, 4).permute(2, 0, 1), (True, True, True), (0, 2, 1)),  # strides (1, 12, 4)
-    (torch.empty(4, 3).t(), (True, True), (0, 1)),                           # column-major
-    (torch.empty(4, 16)[:, ::2], (True, False), None),                       # strides (16, 2)
-    (torch.empty(4, 16)[:, :8], (False, True), None),                        # rows padded: (16, 1)
-    (torch.empty(3, 1).expand(3, 5), (True, None), None),                    # stride 0: a broadcast
-    (torch.empty(4, 1), (None, True), (0, 1)),         # extent 1: a broadcast, placed outermost
-])
+
+@pytest.mark.parametrize(
+    "tensor, contiguity, stride_order",
+    [
+        (torch.empty(2, 3, 4), (True, True, True), None),  # strides (12, 4, 1)
+        (torch.empty(2, 3, 4).permute(2, 0, 1), (True, True, True), (0, 2, 1)),  # strides (1, 12, 4)
+        (torch.empty(4, 3).t(), (True, True), (0, 1)),  # column-major
+        (torch.empty(4, 16)[:, ::2], (True, False), None),  # strides (16, 2)
+        (torch.empty(4, 16)[:, :8], (False, True), None),  # rows padded: (16, 1)
+        (torch.empty(3, 1).expand(3, 5), (True, None), None),  # stride 0: a broadcast
+        (torch.empty(4, 1), (None, True), (0, 1)),  # extent 1: a broadcast, placed outermost
+    ],
+)
 def test_the_layout_of_torch_strides(tensor, contiguity, stride_order):
     """What nvFuser's from_pytorch declares for a tensor: the contiguity per allocation place
     (outermost first) and the stride order (dim j's rank by stride, 0 innermost; None for
@@ -109,13 +129,16 @@ def test_the_layout_of_torch_strides(tensor, contiguity, stride_order):
     assert (node.arg("contiguity"), node.arg("stride_order")) == (contiguity, stride_order)
 
 
-@pytest.mark.parametrize("sizes, stride_order, strides", [
-    ((2, 3, 4), None, (12, 4, 1)),
-    ((2, 3, 4), (2, 1, 0), (12, 4, 1)),                 # row-major
-    ((2, 3, 4), (0, 1, 2), (1, 2, 6)),                  # column-major
-    ((2, 3, 4), (0, 2, 1), (1, 8, 2)),                  # dim 1 outermost, then 2, then 0
-    ((2, 3, 4), (1, 2, 0), (4, 8, 1)),                  # dim 1 outermost, then 0, then 2
-])
+@pytest.mark.parametrize(
+    "sizes, stride_order, strides",
+    [
+        ((2, 3, 4), None, (12, 4, 1)),
+        ((2, 3, 4), (2, 1, 0), (12, 4, 1)),  # row-major
+        ((2, 3, 4), (0, 1, 2), (1, 2, 6)),  # column-major
+        ((2, 3, 4), (0, 2, 1), (1, 8, 2)),  # dim 1 outermost, then 2, then 0
+        ((2, 3, 4), (1, 2, 0), (4, 8, 1)),  # dim 1 outermost, then 0, then 2
+    ],
+)
 def test_an_output_stride_order_gives_the_dense_strides(sizes, stride_order, strides):
     """An output written in a stride order (the torch executor's ``add_output``) keeps its
     values and has the dense strides of that order, which declare that stride order again."""

@@ -1,6 +1,7 @@
 """The cost model's kernel graph: merging two groups is refused exactly when a path leads from
 one to the other through a third group, and the topological index stays valid after every
 merge. Checked against a brute-force search on random DAGs."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +39,7 @@ def _path_through_another(succ, a, b) -> bool:
 def dags(draw):
     n = draw(st.integers(2, 14))
     edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
-    edges = [(min(a, b), max(a, b)) for a, b in edges if a != b]     # i < j: acyclic
+    edges = [(min(a, b), max(a, b)) for a, b in edges if a != b]  # i < j: acyclic
     order = draw(st.permutations(range(n)))
     # relabel so that the topological order handed over is not simply 0..n-1
     edges = [(order[a], order[b]) for a, b in edges]
@@ -55,8 +56,7 @@ def test_would_cycle_is_exact_and_the_order_stays_topological(case):
         group = _groups(kg, order)
         succ = _quotient(edges, group)
         ga, gb = group[a], group[b]
-        expected = ga != gb and (_path_through_another(succ, ga, gb) or
-                                 _path_through_another(succ, gb, ga))
+        expected = ga != gb and (_path_through_another(succ, ga, gb) or _path_through_another(succ, gb, ga))
         assert kg.would_cycle(a, b) == expected
         if ga == gb or expected:
             continue
@@ -71,6 +71,7 @@ def test_would_cycle_is_exact_and_the_order_stays_topological(case):
 
 class _CountingSet(set):
     """A set that counts the elements iterated over (the work a search does)."""
+
     visits = 0
 
     def __iter__(self):

@@ -1,5 +1,6 @@
 """Large fusions and rule sets that explode still give a valid result, inside the limits, and
 the report says where saturation stopped. (How long it takes is measured in bench/large.py.)"""
+
 import torch
 from helpers import long_sum
 
@@ -17,6 +18,7 @@ def _agrees(opt, fusion, inputs):
 
 def _normalizing_chain(ops):
     """A pointwise chain over [M, N] with a row sum broadcast back every 40 ops."""
+
     def definition(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         y = x
@@ -27,22 +29,28 @@ def _normalizing_chain(ops):
             else:
                 y = fd.ops.tanh(fd.ops.add(y, x))
         fd.add_output(y)
+
     return definition
 
 
 def _weighted_sums(blocks):
     """acc = sum over blocks of Sum_j(x[i, j] * (w[i] * c_b)): each weight factors out of its sum,
     and the sums chain into one deep term."""
+
     def definition(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         w = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
         acc = None
         for b in range(blocks):
-            wb = fd.ops.broadcast_in_dim(fd.ops.mul(w, fd.define_scalar(1.0 + b, dtype=DataType.Double)),
-                                         shape=x.shape(), broadcast_dims=[0])
+            wb = fd.ops.broadcast_in_dim(
+                fd.ops.mul(w, fd.define_scalar(1.0 + b, dtype=DataType.Double)),
+                shape=x.shape(),
+                broadcast_dims=[0],
+            )
             s = fd.ops.sum(fd.ops.mul(x, wb), dims=[1])
             acc = s if acc is None else fd.ops.add(acc, s)
         fd.add_output(acc)
+
     return definition
 
 
@@ -65,8 +73,12 @@ def test_a_deep_term_is_lowered_without_recursion():
     lowering it must not hit Python's recursion limit. No deadline: on a loaded machine the
     default one may cut the run before the rewrite, and the subject here is the lowering."""
     fusion = eqsat.ingest(_weighted_sums(600))
-    opt = eqsat.optimize_fusion(fusion, [torch.empty(4096, 4096, device="meta"),
-                                         torch.empty(4096, device="meta")], min_gain=0, deadline_s=None)
+    opt = eqsat.optimize_fusion(
+        fusion,
+        [torch.empty(4096, 4096, device="meta"), torch.empty(4096, device="meta")],
+        min_gain=0,
+        deadline_s=None,
+    )
     assert opt.report.changed
     assert _agrees(opt, fusion, [torch.randn(8, 16), torch.randn(8)])
 

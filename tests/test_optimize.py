@@ -1,4 +1,5 @@
 """optimize_fusion end to end: the seeds, the API, the CLI."""
+
 import json
 
 import pytest
@@ -29,8 +30,8 @@ def test_seed_one_sums_before_multiplying(shape):
     ops = _ops(opt.fusion)
     assert ops.index("sum") < ops.index("mul")
     sum_node = next(n for n in opt.fusion.nodes if n.op == "sum")
-    assert sum_node.arg("arg").id == opt.fusion.inputs[0]         # sums x itself
-    assert opt.report.after.flops < opt.report.before.flops / 50   # the arithmetic drop
+    assert sum_node.arg("arg").id == opt.fusion.inputs[0]  # sums x itself
+    assert opt.report.after.flops < opt.report.before.flops / 50  # the arithmetic drop
     assert "sum" in opt.source.split("fd.ops.mul")[0]
 
 
@@ -40,17 +41,20 @@ def test_seed_one_is_kept_where_a_second_segment_costs_more_host_time_than_the_a
     the H200), the rewrite runs a reduction and a pointwise kernel, and a segment costs about
     7 µs of host time: the input is kept. At 512^3 the arithmetic outweighs it."""
     seed = SEEDS["reduction_broadcast"]
-    small = optimize_fusion(seed.model_ref, seed.make_inputs(256, 256, 256, device="meta"), profile="h200_host_fit",
-                            **FLAT)
+    small = optimize_fusion(
+        seed.model_ref, seed.make_inputs(256, 256, 256, device="meta"), profile="h200_host_fit", **FLAT
+    )
     assert not small.report.changed and small.fusion == small.original
-    assert not small.report.rejected          # estimated dearer: no candidate to reject
-    large = optimize_fusion(seed.model_ref, seed.make_inputs(512, 512, 512, device="meta"), profile="h200_host_fit",
-                            **FLAT)
+    assert not small.report.rejected  # estimated dearer: no candidate to reject
+    large = optimize_fusion(
+        seed.model_ref, seed.make_inputs(512, 512, 512, device="meta"), profile="h200_host_fit", **FLAT
+    )
     assert large.report.changed
     assert len(large.report.after.kernels) == 2 and len(large.report.before.kernels) == 1
     # the second segment's host cost is in the estimate
     assert large.report.after.host_us - large.report.before.host_us == pytest.approx(
-        load_profile("h200_host_fit").host.per_segment_us)
+        load_profile("h200_host_fit").host.per_segment_us
+    )
     flat = optimize_fusion(seed.model_ref, seed.make_inputs(256, 256, 256, device="meta"), profile="h200")
     assert flat.report.after.host_us == flat.report.before.host_us
 
@@ -77,7 +81,7 @@ def test_fp8_current_scaling_takes_its_amax_inside_the_norm_kernel_and_casts_to_
     got, want = eqsat.run_fusion(opt.fusion, inputs, strict=True), seed.torch_reference(*inputs)
     assert len(got) == len(want) == 2
     assert got[0].dtype == torch.float8_e4m3fn
-    assert torch.equal(got[0].float(), want[0].float())      # the same e4m3 values, bit for bit
+    assert torch.equal(got[0].float(), want[0].float())  # the same e4m3 values, bit for bit
     torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=0)
 
 
@@ -86,13 +90,17 @@ def test_optimized_seed_agrees_with_torch(name):
     seed = SEEDS[name]
     inputs = seed.make_inputs()
     opt = check(seed.model_ref, inputs, seed.torch_reference)
-    assert_outputs_match(opt.run_reference(inputs, strict=True), as_list(seed.torch_reference(*inputs)),
-                         [None] * len(opt.fusion.outputs), "run_reference")
+    assert_outputs_match(
+        opt.run_reference(inputs, strict=True),
+        as_list(seed.torch_reference(*inputs)),
+        [None] * len(opt.fusion.outputs),
+        "run_reference",
+    )
 
 
 def test_an_unprofitable_rewrite_is_not_made():
     seed = SEEDS["reduction_broadcast"]
-    opt = optimize_fusion(seed.model_ref, seed.make_inputs(8, 8, 8))   # launch-bound: one kernel wins
+    opt = optimize_fusion(seed.model_ref, seed.make_inputs(8, 8, 8))  # launch-bound: one kernel wins
     assert not opt.report.changed and opt.fusion == opt.original
     assert opt.report.after.time_us == opt.report.before.time_us
 
@@ -137,8 +145,13 @@ def test_profile_from_a_path_and_a_bad_profile(tmp_path):
     from eqsat.cost.profile import load_profile
 
     good = tmp_path / "p.json"
-    data = {"host_us": 10, "kinds": {k: {"launch_us": 1, "bandwidth_GBps": 1000, "gflops": 1000}
-                                     for k in ("pointwise", "reduction", "normalization")}}
+    data = {
+        "host_us": 10,
+        "kinds": {
+            k: {"launch_us": 1, "bandwidth_GBps": 1000, "gflops": 1000}
+            for k in ("pointwise", "reduction", "normalization")
+        },
+    }
     good.write_text(json.dumps(data))
     opt = optimize_fusion(SEEDS["reduction_broadcast"].model_ref, profile=str(good))
     assert opt.report.before.host_us == 10
@@ -172,14 +185,14 @@ def test_cli_optimize_json(tmp_path, capsys):
 
 
 def test_cli_optimize_writes_for_the_files_frontend_or_the_one_asked(tmp_path, capsys):
-    path = _seed_file(tmp_path)                      # a classic repro (imports nvfuser)
+    path = _seed_file(tmp_path)  # a classic repro (imports nvfuser)
     assert main(["optimize", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["frontend"] == "nvfuser" and out["source"].startswith("def nvfuser_fusion_id0(")
     assert main(["optimize", str(path), "--json", "--frontend", "nvfuser_direct"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["frontend"] == "nvfuser_direct" and out["source"].startswith("def nvfuser_fusion(")
-    with pytest.raises(SystemExit):                  # not a frontend: argparse refuses it
+    with pytest.raises(SystemExit):  # not a frontend: argparse refuses it
         main(["optimize", str(path), "--frontend", "nvfuser_classic"])
 
 
@@ -190,7 +203,7 @@ def test_cli_check_keeps_expanded_inputs_expanded(tmp_path, capsys):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, None], dtype=eqsat.DataType.Float)
         fd.add_output(fd.ops.sum(fd.ops.mul(t0, t0), dims=[0]))
 
-    path = tmp_path / "expanded.py"          # expanded innermost: a dense copy breaks dim 0's stride
+    path = tmp_path / "expanded.py"  # expanded innermost: a dense copy breaks dim 0's stride
     path.write_text(repro_source(eqsat.from_function(define), [torch.randn(3, 1).expand(3, 4)]))
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
 
@@ -198,42 +211,52 @@ def test_cli_check_keeps_expanded_inputs_expanded(tmp_path, capsys):
 def test_cli_check_passes_and_fails(tmp_path, capsys, monkeypatch):
     path = _seed_file(tmp_path)
     assert main(["check", str(path)]) == 0
-    import eqsat.optimize as optimize_module     # the check command imports it when it runs
+    import eqsat.pipeline.driver as driver  # the check command imports it when it runs
 
-    real = optimize_module.optimize_fusion
+    real = driver.optimize
 
-    def broken(*args, **kwargs):                 # an optimizer that changes the result
+    def broken(*args, **kwargs):  # an optimizer that changes the result
         opt = real(*args, **kwargs)
+
         def wrong(fd):
             x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
             b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
             fd.add_output(fd.ops.mul(x, b))
+
         opt.fusion = eqsat.from_function(wrong)
         return opt
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", broken)
+    monkeypatch.setattr(driver, "optimize", broken)
     assert main(["check", str(path)]) == 1
     assert "output 0" in capsys.readouterr().out
 
 
 def test_cli_check_fails_on_an_output_too_many(tmp_path, capsys, monkeypatch):
-    import eqsat.optimize as optimize_module     # the check command imports it when it runs
+    import eqsat.pipeline.driver as driver  # the check command imports it when it runs
 
     path = _seed_file(tmp_path)
-    real = optimize_module.optimize_fusion
+    real = driver.optimize
 
-    def one_more(*args, **kwargs):              # the right output, and one that was not asked for
+    def one_more(*args, **kwargs):  # the right output, and one that was not asked for
         opt = real(*args, **kwargs)
+
         def extra(fd):
             x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
             b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
-            fd.add_output(fd.ops.mul(fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[1]), shape=fd.ops.shape(b),
-                                                             broadcast_dims=[0]), b))
+            fd.add_output(
+                fd.ops.mul(
+                    fd.ops.broadcast_in_dim(
+                        fd.ops.sum(x, dims=[1]), shape=fd.ops.shape(b), broadcast_dims=[0]
+                    ),
+                    b,
+                )
+            )
             fd.add_output(b)
+
         opt.fusion = eqsat.from_function(extra)
         return opt
 
-    monkeypatch.setattr(optimize_module, "optimize_fusion", one_more)
+    monkeypatch.setattr(driver, "optimize", one_more)
     assert main(["check", str(path)]) == 1
     assert "2 outputs instead of 1" in capsys.readouterr().out
 
@@ -242,10 +265,11 @@ def test_a_sum_over_a_broadcast_dim_is_a_squeeze_not_a_kernel():
     """nvFuser turns a reduction over extent-1 dims into a squeeze: a norm backward that sums a
     [N, 1] keepdim result again is still one kernel (the H200 corpus run: layernorm backward
     was predicted at 4 kernels, nvFuser made 1, and the 'optimized' one ran 27% slower)."""
+
     def fusion(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        s = fd.ops.sum(x, dims=[1], keepdim=True)                     # [N, 1]
-        t = fd.ops.sum(s, dims=[1])                                   # over the extent-1 dim
+        s = fd.ops.sum(x, dims=[1], keepdim=True)  # [N, 1]
+        t = fd.ops.sum(s, dims=[1])  # over the extent-1 dim
         fd.add_output(fd.ops.sub(x, fd.ops.broadcast_in_dim(t, shape=x.shape(), broadcast_dims=[0])))
 
     est = eqsat.estimate_fusion(fusion, [torch.empty(1024, 4096, device="meta")])
@@ -278,14 +302,18 @@ def test_the_report_gives_where_saturation_stopped_as_fields_and_as_before_as_te
     opt = optimize_fusion(SEEDS["reduction_broadcast"].model_ref, deadline_s=None)
     sat = opt.report.saturation
     assert sat.stop == "saturated" and sat.ran and sat.iterations >= 1 and sat.e_nodes > 0
-    assert f"\nsaturation: saturated after {sat.iterations} iterations, {sat.e_nodes} e-nodes; " \
-        in str(opt.report)
-    assert opt.report.summary()["saturation"] == {"stop": "saturated", "iterations": sat.iterations,
-                                                  "e_nodes": sat.e_nodes}
+    assert f"\nsaturation: saturated after {sat.iterations} iterations, {sat.e_nodes} e-nodes; " in str(
+        opt.report
+    )
+    assert opt.report.summary()["saturation"] == {
+        "stop": "saturated",
+        "iterations": sat.iterations,
+        "e_nodes": sat.e_nodes,
+    }
 
 
 def test_the_report_says_saturation_was_skipped_where_nothing_was_encoded():
-    def wide(fd):                    # 70 unrelated axes: more labels than the masks hold
+    def wide(fd):  # 70 unrelated axes: more labels than the masks hold
         out = None
         for _ in range(70):
             b = fd.ops.sum(fd.define_tensor(shape=[-1]), dims=[0])
@@ -293,6 +321,10 @@ def test_the_report_says_saturation_was_skipped_where_nothing_was_encoded():
         fd.add_output(out)
 
     report = optimize_fusion(wide).report
-    assert (report.saturation.stop, report.saturation.ran, report.saturation.e_nodes) == ("skipped", False, None)
+    assert (report.saturation.stop, report.saturation.ran, report.saturation.e_nodes) == (
+        "skipped",
+        False,
+        None,
+    )
     assert "\nsaturation: skipped; " in str(report)
     assert report.summary()["saturation"] == {"stop": "skipped", "iterations": None, "e_nodes": None}

@@ -19,15 +19,19 @@ from eqsat.crossfusion.surgery import with_inputs, with_outputs
 from eqsat.reference.devices import fresh_copies
 from eqsat.testing import cross_entropy as ce
 from eqsat.testing.fuzz import output_problem
-from eqsat.testing.random_fusion import HypothesisChooser, RandomChooser, random_fusion
+from eqsat.testing.choosers import HypothesisChooser, RandomChooser
+from eqsat.testing.random_fusion import random_fusion
 
 N, V = ce.DEMO_SHAPE
-LINKS = {0: 0, 1: 1}         # the backward's logits and target are the forward's
+LINKS = {0: 0, 1: 1}  # the backward's logits and target are the forward's
 
 
 def _meta():
-    return [torch.empty(N, V, dtype=torch.bfloat16, device="meta"), torch.empty(N, dtype=torch.int64, device="meta"),
-            torch.empty((), dtype=torch.float32, device="meta")]
+    return [
+        torch.empty(N, V, dtype=torch.bfloat16, device="meta"),
+        torch.empty(N, dtype=torch.int64, device="meta"),
+        torch.empty((), dtype=torch.float32, device="meta"),
+    ]
 
 
 def _forward(form, eps, shape=ce.DEMO_SHAPE):
@@ -37,9 +41,13 @@ def _forward(form, eps, shape=ce.DEMO_SHAPE):
 @pytest.fixture(scope="module")
 def pairs():
     meta = _meta()
-    return {(form, eps): eqsat.optimize_pair(_forward(form, eps), ce.backward(eps), LINKS, meta[:2], meta,
-                                             deadline_s=None)
-            for form in ("masked", "thunder") for eps in (0.0, 0.1)}
+    return {
+        (form, eps): eqsat.optimize_pair(
+            _forward(form, eps), ce.backward(eps), LINKS, meta[:2], meta, deadline_s=None
+        )
+        for form in ("masked", "thunder")
+        for eps in (0.0, 0.1)
+    }
 
 
 @pytest.mark.parametrize("form", ["masked", "thunder"])
@@ -97,8 +105,12 @@ def test_the_pair_computes_cross_entropy_and_its_gradient(pairs, form, eps):
     outs = eqsat.run_fusion(pair.forward.fusion, fresh_copies(inputs[:2]), strict=True)
     want_loss = (ce.torch_forward(eps) if form == "masked" else ce.torch_forward_thunder(eps))(*inputs[:2])
     assert_outputs_match(outs[:1], [want_loss], returned_rtols(pair.forward.fusion)[:1], "loss")
-    grad = eqsat.run_fusion(pair.backward.fusion, fresh_copies(pair.backward_inputs(inputs, outs)), strict=True)
-    assert_outputs_match(grad, [ce.torch_backward(eps)(*inputs)], returned_rtols(pair.backward.fusion), "grad")
+    grad = eqsat.run_fusion(
+        pair.backward.fusion, fresh_copies(pair.backward_inputs(inputs, outs)), strict=True
+    )
+    assert_outputs_match(
+        grad, [ce.torch_backward(eps)(*inputs)], returned_rtols(pair.backward.fusion), "grad"
+    )
 
 
 def test_a_pair_with_nothing_in_common_is_optimized_apart():
@@ -118,18 +130,20 @@ def test_a_pair_with_nothing_in_common_is_optimized_apart():
 
 def test_an_unlinked_input_is_another_tensor():
     """The same calls on an input the caller did not link are not the forward's value."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         fd.add_output(fd.ops.exp(fd.ops.sum(x, dims=[1])))
 
     f = eqsat.ingest(define)
     assert common_values(f, f, {}) == {}
-    assert len(common_values(f, f, {0: 0})) == 2          # the sum and the exp
+    assert len(common_values(f, f, {0: 0})) == 2  # the sum and the exp
 
 
 def test_random_ops_match_only_with_their_seed():
     """uniform without a seed draws new numbers on each call: never the forward's value; with
     the seed and offset given (as Thunder passes them) it is the same draw."""
+
     def define(seeded):
         def body(fd):
             x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -138,6 +152,7 @@ def test_random_ops_match_only_with_their_seed():
             kw = dict(rng_seed=seed, rng_offset=offset) if seeded else {}
             u = fd.ops.uniform(0.0, 1.0, shape=[fd.ops.size(x, dim=0)], dtype=DataType.Float, **kw)
             fd.add_output(fd.ops.mul(x, u))
+
         return eqsat.ingest(body)
 
     links = {0: 0, 1: 1, 2: 2}
@@ -153,10 +168,11 @@ def test_constants_of_different_types_are_different_values():
         def body(fd):
             x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
             fd.add_output(fd.ops.sum(fd.ops.mul(x, c), dims=[0]))
+
         return eqsat.ingest(body)
 
     assert common_values(define(2.0), define(2), {0: 0}) == {}
-    assert len(common_values(define(2.0), define(2.0), {0: 0})) == 2    # the mul and the sum
+    assert len(common_values(define(2.0), define(2.0), {0: 0})) == 2  # the mul and the sum
 
 
 def _norm():
@@ -165,6 +181,7 @@ def _norm():
         mean = fd.ops.sum(x, dims=[1])
         mb = fd.ops.broadcast(mean, is_broadcast_dim=[False, True])
         fd.add_output(fd.ops.sub(x, mb))
+
     return eqsat.ingest(body)
 
 
@@ -174,7 +191,9 @@ def test_a_value_read_as_an_input_drops_what_only_fed_it():
     g = with_inputs(f, [total])
     assert [n.op for n in g.nodes] == ["define_tensor", "define_tensor", "broadcast", "sub"]
     new = g.producer[g.inputs[1]]
-    assert new.arg("shape") == (-1,) and new.arg("contiguity") == (True,) and new.arg("dtype") == DataType.Float
+    assert (
+        new.arg("shape") == (-1,) and new.arg("contiguity") == (True,) and new.arg("dtype") == DataType.Float
+    )
     x = torch.randn(4, 5)
     (got,) = eqsat.run_fusion(g, [x, x.sum(1)])
     torch.testing.assert_close(got, x - x.sum(1, keepdim=True))
@@ -219,13 +238,20 @@ def test_on_nvfuser_the_pair_is_cross_entropy_and_its_gradient(eps):
     assert pair.saved, pair.report
     outs = pair.forward.to_nvfuser(frontend="nvfuser_direct").execute(inputs[:2])
     grad = pair.backward.to_nvfuser(frontend="nvfuser_direct").execute(pair.backward_inputs(inputs, outs))
-    assert_outputs_match(outs[:1], [ce.torch_forward(eps)(*inputs[:2])], returned_rtols(pair.forward.fusion)[:1],
-                         "loss")
-    assert_outputs_match(grad, [ce.torch_backward(eps)(*inputs)], returned_rtols(pair.backward.fusion), "grad")
+    assert_outputs_match(
+        outs[:1], [ce.torch_forward(eps)(*inputs[:2])], returned_rtols(pair.forward.fusion)[:1], "loss"
+    )
+    assert_outputs_match(
+        grad, [ce.torch_backward(eps)(*inputs)], returned_rtols(pair.backward.fusion), "grad"
+    )
 
 
-@settings(max_examples=int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250")) // 5, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("EQSAT_FUZZ_EXAMPLES", "250")) // 5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_a_random_pair_computes_what_its_fusions_compute_and_never_costs_more(data):
     """A random fusion as both forward and backward (every value common, inputs linked one
@@ -235,12 +261,15 @@ def test_a_random_pair_computes_what_its_fusions_compute_and_never_costs_more(da
     executor, dtype and reduction-size tolerance)."""
     case = random_fusion(HypothesisChooser(data))
     f = case.fusion
-    pair = eqsat.optimize_pair(f, f, {i: i for i in range(len(f.inputs))}, case.planning_inputs, case.planning_inputs,
-                               min_gain=0.0)
+    pair = eqsat.optimize_pair(
+        f, f, {i: i for i in range(len(f.inputs))}, case.planning_inputs, case.planning_inputs, min_gain=0.0
+    )
     assert pair.report.after_us <= pair.report.apart_us * (1 + 1e-9)
     want = eqsat.run_fusion(f, fresh_copies(case.inputs), seed=0)
     outs = eqsat.run_fusion(pair.forward.fusion, fresh_copies(case.inputs), seed=0)
-    got = eqsat.run_fusion(pair.backward.fusion, fresh_copies(pair.backward_inputs(case.inputs, outs)), seed=0)
+    got = eqsat.run_fusion(
+        pair.backward.fusion, fresh_copies(pair.backward_inputs(case.inputs, outs)), seed=0
+    )
     n = pair.forward_outputs
     for what, results in (("forward", outs[:n]), ("backward", got)):
         for i, (g, w) in enumerate(zip(results, want, strict=True)):
@@ -254,8 +283,14 @@ def test_random_pairs_do_pass_values():
     for seed in range(60):
         case = random_fusion(RandomChooser(seed))
         f = case.fusion
-        pair = eqsat.optimize_pair(f, f, {i: i for i in range(len(f.inputs))}, case.planning_inputs,
-                                   case.planning_inputs, min_gain=0.0)
+        pair = eqsat.optimize_pair(
+            f,
+            f,
+            {i: i for i in range(len(f.inputs))},
+            case.planning_inputs,
+            case.planning_inputs,
+            min_gain=0.0,
+        )
         saved += bool(pair.saved)
     assert saved >= 3
 
@@ -263,10 +298,13 @@ def test_random_pairs_do_pass_values():
 def test_a_value_the_forward_outputs_already_is_read_from_that_output():
     """A forward that returns its logsumexp already (as Thunder saves a norm's rstd): nothing is
     added to its outputs; the backward reads that output."""
+
     def fwd(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         m = fd.ops.max(x, dims=[1])
-        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1])
+        s = fd.ops.sum(
+            fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1]
+        )
         lse = fd.ops.add(fd.ops.log(s), m)
         fd.add_output(fd.ops.sum(lse, dims=[0]))
         fd.add_output(lse)
@@ -275,7 +313,9 @@ def test_a_value_the_forward_outputs_already_is_read_from_that_output():
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         g = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
         m = fd.ops.max(x, dims=[1])
-        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1])
+        s = fd.ops.sum(
+            fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast(m, is_broadcast_dim=[False, True]))), dims=[1]
+        )
         lse = fd.ops.broadcast(fd.ops.add(fd.ops.log(s), m), is_broadcast_dim=[False, True])
         fd.add_output(fd.ops.mul(fd.ops.exp(fd.ops.sub(x, lse)), g))
 

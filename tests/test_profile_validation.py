@@ -2,6 +2,7 @@
 UTF-8, and numbers that are NaN, infinite, negative or not numbers at all are refused with a
 FusionError naming the file (or ``profile``) and the field, and the CLI says ``eqsat: ...`` and
 exits 2, never a traceback."""
+
 import copy
 import json
 from importlib import resources
@@ -45,9 +46,16 @@ def test_a_profile_that_is_not_utf8_is_a_clean_error_naming_the_file(tmp_path):
         load_profile(str(path))
 
 
-@pytest.mark.parametrize("content", [b"[" * 100_000 + b"]" * 100_000, b'{"name": "caf\xe9"}', b"[1, 2]",
-                                     json.dumps(changed("special_function_weight", -4.0)).encode()],
-                         ids=["deep", "latin1", "a-list", "negative-weight"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"name": "caf\xe9"}',
+        b"[1, 2]",
+        json.dumps(changed("special_function_weight", -4.0)).encode(),
+    ],
+    ids=["deep", "latin1", "a-list", "negative-weight"],
+)
 def test_the_cli_says_what_is_wrong_with_a_profile_and_exits_2(tmp_path, capsys, content):
     from eqsat.lowering import repro_source
     import torch
@@ -67,21 +75,24 @@ def test_special_function_weight_must_be_a_positive_finite_number(weight):
         eqsat.optimize_fusion(tiny, profile=changed("special_function_weight", weight))
 
 
-@pytest.mark.parametrize("path, value", [
-    ("kinds.pointwise.launch_us", float("nan")),
-    ("kinds.pointwise.launch_us", "1.0"),
-    ("kinds.reduction.gflops", False),
-    ("kinds.normalization.inner_outer_row_ns", float("inf")),
-    ("host.per_segment_us", -0.5),
-    ("host.base_us", None),
-    ("error.default", float("nan")),
-    ("error.quantile", 1.5),
-    ("error.quantile", float("nan")),
-    ("error.min_samples", -3),
-    ("error.samples", 2.5),
-    ("error.kernel_bounds", [1, 2.5]),
-    ("error.time_bounds_us", [float("nan")]),
-])
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        ("kinds.pointwise.launch_us", float("nan")),
+        ("kinds.pointwise.launch_us", "1.0"),
+        ("kinds.reduction.gflops", False),
+        ("kinds.normalization.inner_outer_row_ns", float("inf")),
+        ("host.per_segment_us", -0.5),
+        ("host.base_us", None),
+        ("error.default", float("nan")),
+        ("error.quantile", 1.5),
+        ("error.quantile", float("nan")),
+        ("error.min_samples", -3),
+        ("error.samples", 2.5),
+        ("error.kernel_bounds", [1, 2.5]),
+        ("error.time_bounds_us", [float("nan")]),
+    ],
+)
 def test_every_number_of_a_profile_is_checked(path, value):
     field = path.split(".")[-1]
     with pytest.raises(eqsat.FusionError, match=rf"profile: not a cost-model profile \(.*{field}"):

@@ -1,8 +1,9 @@
 """Random draws and kernel boundaries: what a draw costs in each kernel kind (the profile's
-``draw_ps`` and ``draw_row_ns``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule that
-draws dropout's mask in a kernel of its own where the kernel that uses it draws slowly.
+``draw_ps`` and ``draw_row_ns``), a ``segment_set`` as the kernel boundary nvFuser makes of it, and the rule
+that draws dropout's mask in a kernel of its own where the kernel that uses it draws slowly.
 Checked on dropout's backward as Thunder writes it (eqsat.testing.dropout_backward), against
 torch given the mask (nvFuser's Philox numbers, as eqsat's torch executor draws them)."""
+
 import json
 from importlib import resources
 
@@ -14,7 +15,7 @@ from eqsat.cost.profile import Profile
 from eqsat.errors import FusionError
 from eqsat.testing.dropout_backward import definition, make_inputs, torch_reference
 
-SHAPE = (4096, 1024)          # OPT's hidden size at batch 4 x seq 1024, as Thunder's OPT fusions
+SHAPE = (4096, 1024)  # OPT's hidden size at batch 4 x seq 1024, as Thunder's OPT fusions
 
 
 def _ops(fusion, name: str) -> int:
@@ -49,8 +50,12 @@ def test_a_draw_costs_its_kinds_draw_ps_per_element_in_each_kernel_that_draws_it
     slow = eqsat.estimate_fusion(fusion, inputs, profile=_profile(pointwise=10.0))
     consts = _profile().kinds["pointwise"]
     flops = free.kernels[0].flops
-    assert slow.kernels[0].time_us == pytest.approx(consts.launch_us + flops / (consts.gflops * 1e3) + n * 10e-6)
-    assert free.kernels[0].time_us == pytest.approx(consts.launch_us + free.bytes / (consts.bandwidth_GBps * 1e3))
+    assert slow.kernels[0].time_us == pytest.approx(
+        consts.launch_us + flops / (consts.gflops * 1e3) + n * 10e-6
+    )
+    assert free.kernels[0].time_us == pytest.approx(
+        consts.launch_us + free.bytes / (consts.bandwidth_GBps * 1e3)
+    )
 
 
 @pytest.mark.parametrize("shape", [SHAPE, (8192, 4096)])
@@ -64,10 +69,15 @@ def test_an_outer_reduction_draws_by_the_rows_it_reduces(shape):
     consts = _profile().kinds["outer_reduction"]
     by_rows = eqsat.estimate_fusion(fusion, inputs, profile=_profile(draw_row_ns=100.0)).kernels[0]
     assert by_rows.kind == "outer_reduction"
-    assert by_rows.time_us == pytest.approx(consts.launch_us + base.flops / (consts.gflops * 1e3) + rows * 0.1)
-    by_elements = eqsat.estimate_fusion(fusion, inputs, profile=_profile(draw_row_ns=100.0, outer_reduction=1000.0))
+    assert by_rows.time_us == pytest.approx(
+        consts.launch_us + base.flops / (consts.gflops * 1e3) + rows * 0.1
+    )
+    by_elements = eqsat.estimate_fusion(
+        fusion, inputs, profile=_profile(draw_row_ns=100.0, outer_reduction=1000.0)
+    )
     assert by_elements.kernels[0].time_us == pytest.approx(
-        consts.launch_us + base.flops / (consts.gflops * 1e3) + shape[0] * shape[1] * 1e-3)
+        consts.launch_us + base.flops / (consts.gflops * 1e3) + shape[0] * shape[1] * 1e-3
+    )
 
 
 def test_a_segment_set_is_a_kernel_boundary_that_writes_and_reads_its_value():
@@ -80,7 +90,7 @@ def test_a_segment_set_is_a_kernel_boundary_that_writes_and_reads_its_value():
     draw = next(k for k in est.kernels if k.kind == "pointwise")
     assert (draw.bytes_read, draw.bytes_written) == (0, n)
     reduction = next(k for k in est.kernels if k.kind == "outer_reduction")
-    assert reduction.bytes_read == n + 2 * n          # the mask, and g in bf16
+    assert reduction.bytes_read == n + 2 * n  # the mask, and g in bf16
 
 
 def test_the_mask_is_drawn_apart_from_an_outer_reduction(outer):
@@ -117,7 +127,7 @@ def test_the_split_gives_the_same_numbers(outer):
     for g, w in zip(got, given, strict=True):
         assert torch.equal(g.view(torch.int16), w.view(torch.int16))
     kept = float((given[0] != 0).float().mean())
-    assert 0.89 < kept < 0.91                         # p = 0.9, 4 Mi draws
+    assert 0.89 < kept < 0.91  # p = 0.9, 4 Mi draws
     want = torch_reference(inputs[0], given[0], "rows")
     torch.testing.assert_close(given[0], want[0], equal_nan=True)
     finite = want[1].isfinite()

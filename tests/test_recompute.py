@@ -2,6 +2,7 @@
 a kernel fp32 intermediates of a bf16 input through global memory, eqsat's lowering gives the
 kernel its own copy of the chain. Checked on SiLU's backward through an FP8 amax count
 (eqsat.testing.silu_amax_backward), against torch written by hand."""
+
 import pytest
 import torch
 from helpers import assert_outputs_match, returned_rtols
@@ -11,7 +12,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.reference.devices import fresh_copies
 from eqsat.testing.silu_amax_backward import definition, make_inputs, torch_reference
 
-SHAPE = (4, 2048, 5632)         # Phi-3's MLP at batch 4 x seq 2048
+SHAPE = (4, 2048, 5632)  # Phi-3's MLP at batch 4 x seq 2048
 
 
 def _ops(fusion: eqsat.Fusion, name: str) -> int:
@@ -30,8 +31,11 @@ def test_the_tail_recomputes_the_chain_and_reads_half_the_bytes(optimized):
     stage over the innermost axis (a compute-bound grid reduction ran 1.9x longer than an inner
     one on an H100: bench/results/h100_calibration_silu_bf16_035_s32.json)."""
     before, after = optimized.report.before, optimized.report.after
-    assert set(optimized.report.rules) == {"recompute_chains", "split-sum-lowest-axis-first",
-                                           "split-sum-lowest-axis-last"}
+    assert set(optimized.report.rules) == {
+        "recompute_chains",
+        "split-sum-lowest-axis-first",
+        "split-sum-lowest-axis-last",
+    }
     assert [k.kind for k in before.kernels] == ["grid_reduction", "pointwise"]
     assert sorted(k.kind for k in after.kernels) == ["pointwise", "reduction", "reduction"]
     assert after.bytes < 0.7 * before.bytes
@@ -83,7 +87,8 @@ def test_the_hand_written_copy_is_priced_like_eqsats(optimized):
     assert by_hand.time_us < 0.6 * optimized.report.before.time_us
     tail = [k for k in by_hand.kernels if k.kind == "pointwise"]
     assert len(tail) == 1 and tail[0].bytes == pytest.approx(
-        sum(k.bytes for k in after.kernels if k.kind == "pointwise"), rel=0.01)
+        sum(k.bytes for k in after.kernels if k.kind == "pointwise"), rel=0.01
+    )
     assert by_hand.bytes == pytest.approx(after.bytes, rel=0.01)
     again = eqsat.optimize_fusion(definition(recomputed=True), make_inputs(SHAPE, "meta"))
     assert again.report.after.time_us == pytest.approx(after.time_us, rel=0.02)
@@ -95,6 +100,7 @@ def test_a_partial_copy_as_thunder_writes_it_is_read_as_written():
     of the sigmoid still reads the widened input's negation from the reduction's kernel, so
     the definition is priced near the one-chain form, and eqsat's copy of the whole chain
     still pays."""
+
     def thunder_like(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
         amax = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
@@ -104,9 +110,11 @@ def test_a_partial_copy_as_thunder_writes_it_is_read_as_written():
         s = fd.ops.mul(xf, fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(minus))))
         hit = fd.ops.eq(fd.ops.abs(s), fd.ops.broadcast_in_dim(amax, shape=[n, h], broadcast_dims=[]))
         count = fd.ops.sum(fd.ops.cast(hit, dtype=DataType.Float), dims=[0, 1])
-        sig = fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(minus)))      # the copy
-        share = fd.ops.div(fd.ops.cast(hit, dtype=DataType.Float),
-                           fd.ops.broadcast_in_dim(count, shape=[n, h], broadcast_dims=[]))
+        sig = fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(minus)))  # the copy
+        share = fd.ops.div(
+            fd.ops.cast(hit, dtype=DataType.Float),
+            fd.ops.broadcast_in_dim(count, shape=[n, h], broadcast_dims=[]),
+        )
         dx = fd.ops.mul(fd.ops.add(share, fd.ops.sign(s)), fd.ops.mul(sig, fd.ops.sub(1.0, sig)))
         fd.add_output(fd.ops.cast(dx, dtype=DataType.BFloat16))
 

@@ -1,4 +1,5 @@
 """The recorder: nvFuser's FusionDefinition protocol recorded into the Fusion IR."""
+
 import pytest
 import torch
 from helpers import check
@@ -45,7 +46,7 @@ def test_reduction_without_dims_and_with_dtype_in_second_place():
     node = record(f).nodes[-1]
     assert node.arg("dims") == (0, 1) and node.arg("dtype") is DataType.Float
     x = (1 + torch.rand(3, 4) / 8).to(torch.bfloat16)
-    check(f, [x], lambda t: t.float().prod())               # a 0-dim Float, not bf16
+    check(f, [x], lambda t: t.float().prod())  # a 0-dim Float, not bf16
 
 
 def test_named_axes_unify_through_elementwise_ops_and_broadcasts():
@@ -54,10 +55,10 @@ def test_named_axes_unify_through_elementwise_ops_and_broadcasts():
     x, b = (types[v] for v in fusion.inputs)
     prod = types[fusion.nodes[-2].outputs[0]]
     out = types[fusion.outputs[0].value]
-    assert x.layout[0] == b.layout[0]                      # the shared i axis
-    assert prod.labels == x.labels | b.labels              # i, k, j
-    assert out.labels == prod.labels - {x.layout[1]}       # the sum removed k
-    bb = types[fusion.nodes[-3].outputs[0]]                # b broadcast along k
+    assert x.layout[0] == b.layout[0]  # the shared i axis
+    assert prod.labels == x.labels | b.labels  # i, k, j
+    assert out.labels == prod.labels - {x.layout[1]}  # the sum removed k
+    bb = types[fusion.nodes[-3].outputs[0]]  # b broadcast along k
     assert bb.dims[1].broadcast and bb.dims[1].label == x.layout[1]
 
 
@@ -87,7 +88,7 @@ def test_define_vector_of_size_makes_scalar_inputs_as_nvfuser_direct_does():
 def test_an_op_eqsat_does_not_model_becomes_an_opaque_node_that_keeps_its_arguments():
     def f(fd):
         t = fd.define_tensor(shape=[-1, -1])
-        u = fd.ops.threshold(t, 3, flag=True)          # nvFuser's op; eqsat has no spec for it
+        u = fd.ops.threshold(t, 3, flag=True)  # nvFuser's op; eqsat has no spec for it
         fd.add_output(fd.ops.add(u, t))
 
     fusion = record(f)
@@ -102,14 +103,16 @@ def test_operators_on_values():
         a = fd.define_tensor(shape=[-1])
         fd.add_output(-(a * 2.0 + a) / a)
 
-    assert record(f).ops()[1:] == ["mul", "add", "neg", "div"]   # unary minus binds tighter than /
+    assert record(f).ops()[1:] == ["mul", "add", "neg", "div"]  # unary minus binds tighter than /
     check(f, [torch.rand(6) + 0.5], lambda a: -(a * 2.0 + a) / a)
 
 
 # -- bad input: the error names the line, the op and what was expected ------------------------------
 
+
 def _line_of(fn, marker):
     import inspect
+
     lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, line in enumerate(lines) if marker in line)
 
@@ -138,14 +141,17 @@ def test_mismatched_extents_are_rejected_at_the_op():
     assert "8 vs 6" in str(info.value)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda fd, t: fd.ops.sum(t, dims=[2]), "out of range"),
-    (lambda fd, t: fd.ops.broadcast_in_dim(t, shape=[2, 3, 4], broadcast_dims=[0]), "one per input dim"),
-    (lambda fd, t: fd.ops.permute(t, dims=[0, 0]), "not a permutation"),
-    (lambda fd, t: fd.ops.sum(t, dimz=[0]), "unexpected argument 'dimz'"),
-    (lambda fd, t: fd.ops.cast(t), "missing argument 'dtype'"),
-    (lambda fd, t: fd.ops.reshape(t, new_shape=[5, 5]), "cannot reshape 12 elements"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda fd, t: fd.ops.sum(t, dims=[2]), "out of range"),
+        (lambda fd, t: fd.ops.broadcast_in_dim(t, shape=[2, 3, 4], broadcast_dims=[0]), "one per input dim"),
+        (lambda fd, t: fd.ops.permute(t, dims=[0, 0]), "not a permutation"),
+        (lambda fd, t: fd.ops.sum(t, dimz=[0]), "unexpected argument 'dimz'"),
+        (lambda fd, t: fd.ops.cast(t), "missing argument 'dtype'"),
+        (lambda fd, t: fd.ops.reshape(t, new_shape=[5, 5]), "cannot reshape 12 elements"),
+    ],
+)
 def test_bad_calls_say_what_was_expected(call, message):
     def f(fd):
         t = fd.define_tensor(shape=[3, 4])

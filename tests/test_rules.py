@@ -1,4 +1,5 @@
 """The rule library: every rule verifies; a wrong rule does not."""
+
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,9 @@ def _wrong_axes(k, a: Term, R: Axes):
     return k.Sum(R, a), a, [k.has_axes(R)]
 
 
-@pytest.mark.parametrize("fn", [_wrong_sum_over_both_factors, _wrong_max_of_product_without_sign,
-                                _wrong_axes])
+@pytest.mark.parametrize(
+    "fn", [_wrong_sum_over_both_factors, _wrong_max_of_product_without_sign, _wrong_axes]
+)
 def test_a_deliberately_wrong_rule_fails(fn):
     verdict = verify_rule(Rule("wrong", "test", fn), cases=40)
     assert not verdict.passed and verdict.problem
@@ -66,12 +68,15 @@ def test_cli_verify_exit_status(capsys):
 
 # -- a rule's variables: their kinds are annotations, read once --------------------------------
 
+
 def test_a_rule_variable_without_a_kind_is_refused_at_registration():
     with pytest.raises(ValueError, match="rule unkinded-for-test: variable b has no kind; annotate it"):
+
         @rule("algebra")
         def unkinded_for_test(k, a: Term, b):
             """a+b = b+a."""
             return k.Add(a, b), k.Add(b, a), []
+
     assert "unkinded-for-test" not in RULES
 
     def sum_over_an_int(k, a: Term, R: int):
@@ -90,9 +95,13 @@ def test_every_rule_variable_has_its_kind():
 def test_a_variables_kind_not_the_case_of_its_name_says_what_it_is():
     """Uppercase terms and a lowercase set of axes: every reader (egglog, the right side's
     shape, the verifier's draws) takes each for what its annotation says."""
+
     def factor_out(k, A: Term, B: Term, r: Axes):
-        return (k.Sum(r, k.Mul(A, B)), k.Mul(k.Sum(r, k.acc(A)), B),
-                [k.constant_along(B, r), k.floating(A), k.floating(B)])
+        return (
+            k.Sum(r, k.Mul(A, B)),
+            k.Mul(k.Sum(r, k.acc(A)), B),
+            [k.constant_along(B, r), k.floating(A), k.floating(B)],
+        )
 
     renamed = Rule("renamed", "test", factor_out, reassociates=True, special_values="as the original")
     assert renamed.rhs_shape() == ("Mul", ("Sum", None), None)
@@ -102,8 +111,10 @@ def test_a_variables_kind_not_the_case_of_its_name_says_what_it_is():
 
 # -- conditions mean what they say ---------------------------------------------------------------
 
+
 def _sum_over_k_of_a_product(b_varies_along_k: bool):
     """sum_k(x[i,k] * b), b[i,k] (varying along k) or b[i,j] (constant along k)."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
@@ -112,6 +123,7 @@ def _sum_over_k_of_a_product(b_varies_along_k: bool):
             x = fd.ops.broadcast_in_dim(x, shape=[n, kk, j], broadcast_dims=[0, 1])
             b = fd.ops.broadcast_in_dim(b, shape=[n, kk, j], broadcast_dims=[0, 2])
         fd.add_output(fd.ops.sum(fd.ops.mul(x, b), dims=[1], keepdim=False, dtype=DataType.Null))
+
     return define
 
 
@@ -133,8 +145,9 @@ def test_constant_along_holds_only_where_the_factor_is_constant_along_the_axes(b
 
 @pytest.mark.parametrize("static", [False, True])
 @pytest.mark.parametrize("correction", [0, 1, 2])
-def test_a_variance_becomes_sums_for_a_correction_of_0_or_1_over_axes_that_cannot_be_empty(correction,
-                                                                                             static):
+def test_a_variance_becomes_sums_for_a_correction_of_0_or_1_over_axes_that_cannot_be_empty(
+    correction, static
+):
     # nvFuser divides by max(0, |R| - c): with c = 1 over an empty axis that is 0 * inf, NaN,
     # where the two-pass form gives 0 / -1 = -0.0; with c = 0 both are NaN
     def define(fd):
@@ -150,15 +163,19 @@ def test_a_variance_becomes_sums_for_a_correction_of_0_or_1_over_axes_that_canno
     assert (fired.get("corrected-variance-as-sums", 0) > 0) == (correction in (0, 1) and static)
     x = torch.randn(3, 6, generator=torch.Generator().manual_seed(1))
     opt = eqsat.optimize_fusion(fusion, [torch.empty(3, 6, device="meta")], min_gain=0.0)
-    for got, want in zip(eqsat.run_fusion(opt.fusion, [x], strict=True), torch.var_mean(x, dim=1, correction=correction),
-                         strict=True):
+    for got, want in zip(
+        eqsat.run_fusion(opt.fusion, [x], strict=True),
+        torch.var_mean(x, dim=1, correction=correction),
+        strict=True,
+    ):
         torch.testing.assert_close(got, want)
-    if not static:              # the symbolic definition at an empty axis: torch's NaN (nvFuser's)
+    if not static:  # the symbolic definition at an empty axis: torch's NaN (nvFuser's)
         got = eqsat.run_fusion(opt.fusion, [torch.zeros(3, 0)], strict=True)[0]
         assert got.isnan().all(), got
 
 
 # -- the table of terms ---------------------------------------------------------------------------
+
 
 def test_every_term_of_the_table_is_in_egglog_and_in_the_analyses():
     assert list(CONSTRUCTORS) == list(TERMS) == list(SIGNATURES)
@@ -203,8 +220,11 @@ def test_the_readmes_examples_print_what_their_comments_say(capsys):
     for block in examples:
         exec(compile(block, str(README), "exec"), {"__name__": "readme_example"})
         printed = capsys.readouterr().out
-        said = [line.split("# ", 1)[1] for line in block.splitlines()
-                if line.startswith("print(") and "# " in line]
+        said = [
+            line.split("# ", 1)[1]
+            for line in block.splitlines()
+            if line.startswith("print(") and "# " in line
+        ]
         assert said
         for comment in said:
             for part in comment.split(" ... "):

@@ -1,5 +1,6 @@
 """Saturation finds the two motivating rewrites, honours rule selection, and stops cleanly at
 every limit."""
+
 import pytest
 from conftest import corpus_files
 
@@ -28,7 +29,7 @@ def test_the_equivalence_check_is_not_trivially_true():
     for seed in SEEDS.values():
         assert explore(seed.model_ref, contains=[seed.model], rules=[]).contains == [False]
 
-    def other(fd):                        # a different computation on the same inputs
+    def other(fd):  # a different computation on the same inputs
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         s = fd.ops.max(x, dims=[1])
@@ -58,23 +59,26 @@ def _deep(fd):
     fd.add_output(fd.ops.sum(y, dims=[0, 1, 2, 3]))
 
 
-@pytest.mark.parametrize("limits, stop", [
-    (Limits(iterations=1), "iteration limit"),
-    (Limits(nodes=50), "node limit"),
-    (Limits(seconds=0.0), "time limit"),
-])
+@pytest.mark.parametrize(
+    "limits, stop",
+    [
+        (Limits(iterations=1), "iteration limit"),
+        (Limits(nodes=50), "node limit"),
+        (Limits(seconds=0.0), "time limit"),
+    ],
+)
 def test_each_limit_stops_cleanly(limits, stop):
     result = explore(_deep, limits=limits, contains=[_deep])
     assert result.saturation.stop == stop
     assert_stopped_within(result.saturation, limits)
-    assert result.contains == [True]         # the e-graph is still usable
+    assert result.contains == [True]  # the e-graph is still usable
 
 
 def test_more_labels_than_the_masks_hold_is_skipped_not_wrong():
     def wide(fd):
         ts = [fd.define_tensor(shape=[-1]) for _ in range(70)]
         out = None
-        for t in ts:                          # 70 unrelated axes, one per input
+        for t in ts:  # 70 unrelated axes, one per input
             b = fd.ops.sum(t, dims=[0])
             out = b if out is None else fd.ops.add(out, b)
         fd.add_output(out)
@@ -107,4 +111,4 @@ def assert_stopped_within(sat, limits: Limits) -> None:
 def test_corpus_saturates_within_the_default_limits(path):
     result = explore(eqsat.from_file(path, inputs=False).fusion)
     assert_stopped_within(result.saturation, Limits())
-    assert result.nodes >= len(result.encoding.graph.nodes) > 0      # nothing is lost
+    assert result.nodes >= len(result.encoding.graph.nodes) > 0  # nothing is lost

@@ -1,4 +1,5 @@
 """The seed fusions ingest, print, run through the torch executor and agree with torch."""
+
 import pytest
 import torch
 from helpers import check
@@ -16,7 +17,7 @@ def test_seed_agrees_with_plain_torch(name, form):
     text = str(fusion)
     assert "outputs:" in text and "extents:" in text
     inputs = seed.make_inputs()
-    check(fusion, inputs, seed.torch_reference)           # as read and optimized, against torch
+    check(fusion, inputs, seed.torch_reference)  # as read and optimized, against torch
     # the direct style writes every op as recorded; the classic one writes clamp as max then
     # min (its frontend refuses clamp), which computes the same values
     assert eqsat.from_source(fusion_source(fusion, "direct"), inputs=False).fusion == fusion
@@ -37,6 +38,7 @@ def test_layernorm_amax_takes_the_rows_maxima_first_at_many_short_rows():
     opt = eqsat.optimize_fusion(seed.model_ref, inputs)
     hand = eqsat.estimate_fusion(seed.model, inputs)
     assert opt.report.changed
-    assert [(k.kind, k.bytes_read, k.bytes_written) for k in opt.report.after.kernels] == \
-        [(k.kind, k.bytes_read, k.bytes_written) for k in hand.kernels]
+    assert [(k.kind, k.bytes_read, k.bytes_written) for k in opt.report.after.kernels] == [
+        (k.kind, k.bytes_read, k.bytes_written) for k in hand.kernels
+    ]
     assert [k.kind for k in hand.kernels] == ["normalization", "grid_reduction"]

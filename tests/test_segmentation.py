@@ -3,6 +3,7 @@ rule, as estimate_fusion predicts it. Each fusion is written here; the counts ar
 nvFuser's segmenter gives such fusions (its scheduler rules, a method each in
 eqsat/cost/segmenter.py), and the corpus benchmark checks the model against nvFuser's real
 counts."""
+
 from dataclasses import replace
 
 import pytest
@@ -35,6 +36,7 @@ def test_a_slice_of_an_input_fuses_with_what_follows():
 
 def test_two_halves_computed_on_apart_are_two_kernels():
     """No one reference tensor covers both halves: a resize lies between them."""
+
     def fusion(fd):
         x = _tensor(fd, 1)
         fd.add_output(fd.ops.exp(fd.ops.slice(x, start_indices=[0], end_indices=[512], strides=[1])))
@@ -65,6 +67,7 @@ def test_an_output_before_a_resize_and_one_after_it_are_two_kernels():
 def test_a_slice_of_a_reduction_input_computed_in_the_kernel_splits_it():
     """The resize scheduler takes no reductions, and the reduction scheduler takes a slice
     only of a kernel input."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         s = fd.ops.slice(fd.ops.exp(x), start_indices=[0, 0], end_indices=[128, 32], strides=[1, 1])
@@ -98,6 +101,7 @@ def test_outputs_broadcast_to_two_different_extents_are_two_kernels():
 def test_row_and_column_sums_share_a_kernel_only_when_persistent(back, want):
     """Sums along both axes of one tensor: two reduction kernels, unless a sum is broadcast back
     and used (a norm backward: nvFuser's inner-outer persistent kernel)."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         rows = fd.ops.sum(x, dims=[1])
@@ -114,6 +118,7 @@ def test_an_inner_outer_kernel_takes_its_row_cost_per_row_the_outer_reduction_re
     """A norm backward's column sum in the inner-outer kernel: each block folds its rows into
     the column accumulators in turn, so the kernel takes the normalization kind's
     inner_outer_row_ns per row reduced, beyond its bytes (4096 rows here)."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         rows = fd.ops.sum(x, dims=[1])
@@ -125,8 +130,9 @@ def test_an_inner_outer_kernel_takes_its_row_cost_per_row_the_outer_reduction_re
 
     def kernel(row_ns):
         norm = replace(profile.kinds["normalization"], inner_outer_row_ns=row_ns)
-        (k,) = eqsat.estimate_fusion(fusion, inputs, profile=replace(profile, kinds={**profile.kinds,
-                                                                                  "normalization": norm})).kernels
+        (k,) = eqsat.estimate_fusion(
+            fusion, inputs, profile=replace(profile, kinds={**profile.kinds, "normalization": norm})
+        ).kernels
         return k
 
     assert kernel(10.0).time_us - kernel(0.0).time_us == pytest.approx(4096 * 10.0e-3)
@@ -143,8 +149,10 @@ def test_an_epilogue_reading_another_tensor_after_an_inner_reduction_is_its_own_
         fd.add_output(fd.ops.add(s, b))
 
     assert kernels(fusion, (1024, 1024), (1024,)) == want
-    if inner:        # the sums cross from the reduction kernel to the epilogue: written, then read
-        est = eqsat.estimate_fusion(fusion, [torch.empty(1024, 1024, device="meta"), torch.empty(1024, device="meta")])
+    if inner:  # the sums cross from the reduction kernel to the epilogue: written, then read
+        est = eqsat.estimate_fusion(
+            fusion, [torch.empty(1024, 1024, device="meta"), torch.empty(1024, device="meta")]
+        )
         reduction = next(k for k in est.kernels if k.kind == "reduction")
         assert reduction.bytes_written == 1024 * 4
 
@@ -154,7 +162,7 @@ def test_views_alone_are_no_kernel():
         x = _tensor(fd, 2)
         r = fd.ops.reshape(x, new_shape=[64, 32, 2])
         s = fd.ops.slice(r, start_indices=[0, 0, 0], end_indices=[64, 32, 1], strides=[1, 1, 1])
-        fd.add_output(fd.ops.sum(s, dims=[2]))          # over an extent-1 axis: a squeeze
+        fd.add_output(fd.ops.sum(s, dims=[2]))  # over an extent-1 axis: a squeeze
 
     assert kernels(fusion, (64, 64)) == 0
 
@@ -163,6 +171,7 @@ def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
     """nvFuser puts the outputs that view a value (an input, or one computed) behind a
     segment_set and runs those views as a segment of their own on the host: no kernel, no
     bytes, a segment's host cost (one per value viewed)."""
+
     def plain(fd):
         x, y = _tensor(fd, 2), _tensor(fd, 2)
         fd.add_output(fd.ops.neg(x))
@@ -176,15 +185,23 @@ def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
             fd.add_output(fd.ops.exp(y))
             for v in views:
                 src = {"x": x, "y": y, "n": n}[v[0]]
-                fd.add_output(fd.ops.permute(src, dims=[1, 0]) if v[1] == "permute"
-                              else fd.ops.reshape(src, new_shape=[64 * 64]))
+                fd.add_output(
+                    fd.ops.permute(src, dims=[1, 0])
+                    if v[1] == "permute"
+                    else fd.ops.reshape(src, new_shape=[64 * 64])
+                )
+
         return fusion
 
     shapes = [torch.empty(64, 64, device="meta")] * 2
     host = load_profile(None).host
     base = eqsat.estimate_fusion(plain, shapes)
-    for views, segments in (((("y", "reshape"),), 1), ((("n", "permute"),), 1),
-                            ((("n", "permute"), ("n", "reshape")), 1), ((("x", "reshape"), ("n", "permute")), 2)):
+    for views, segments in (
+        ((("y", "reshape"),), 1),
+        ((("n", "permute"),), 1),
+        ((("n", "permute"), ("n", "reshape")), 1),
+        ((("x", "reshape"), ("n", "permute")), 2),
+    ):
         est = eqsat.estimate_fusion(viewing(*views), shapes)
         assert len(est.kernels) == len(base.kernels) and est.bytes == base.bytes, views
         extra = est.host_us - base.host_us
@@ -192,18 +209,24 @@ def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
         assert ops == pytest.approx(host.per_op_us * len([v for v in views if v[1] == "reshape"])), views
 
 
-@pytest.mark.parametrize("dims, shape, want", [([0, 1], (1024, 1024), "grid_reduction"),
-                                               ([1], (1024, 1024), "reduction"),
-                                               ([0, 1], (64, 64), "reduction"),
-                                               ([1], (4, 65536), "grid_reduction"),
-                                               ([1], (64, 65536), "grid_reduction"),
-                                               ([1], (128, 65536), "reduction"),
-                                               ([1], (4, 4096), "reduction")])
+@pytest.mark.parametrize(
+    "dims, shape, want",
+    [
+        ([0, 1], (1024, 1024), "grid_reduction"),
+        ([1], (1024, 1024), "reduction"),
+        ([0, 1], (64, 64), "reduction"),
+        ([1], (4, 65536), "grid_reduction"),
+        ([1], (64, 65536), "grid_reduction"),
+        ([1], (128, 65536), "reduction"),
+        ([1], (4, 4096), "reduction"),
+    ],
+)
 def test_a_reduction_to_few_elements_of_many_is_a_grid_reduction(dims, shape, want):
     """nvFuser reduces a large tensor to one element, or to fewer than its blocks fill half the
     SMs with (reduction_non_tma.cpp), across blocks, combining their partial results through
     global memory (a grid reduction: slower per byte, bench/calibrate.py); a reduction that
     keeps many elements, or reduces few into each, stays within blocks."""
+
     def fusion(fd):
         fd.add_output(fd.ops.sum(_tensor(fd, 2), dims=dims))
 
@@ -214,6 +237,7 @@ def test_a_reduction_to_few_elements_of_many_is_a_grid_reduction(dims, shape, wa
 def test_values_beside_an_inner_reduction_stay_in_its_kernel():
     """An FP8 cast of the tensor an innermost reduction reads is no epilogue (it reads no
     reduction): one kernel, as nvFuser runs the amax of y as given."""
+
     def fusion(fd):
         x, s = _tensor(fd, 2), fd.define_tensor(shape=[], contiguity=[], dtype=F32)
         fd.add_output(fd.ops.max(fd.ops.abs(x), dims=[0, 1]))
@@ -236,6 +260,7 @@ def test_an_output_written_into_an_input_is_copied_in_a_segment_of_its_own():
 def test_no_kernel_spans_a_matmul():
     """(x + 1) @ w, then + (x + 1): the two pointwise kernels on either side of the matmul
     cannot merge (the merged kernel would both feed and wait on it)."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         w = _tensor(fd, 2)
@@ -247,6 +272,7 @@ def test_no_kernel_spans_a_matmul():
 
 def test_a_factory_op_is_recomputed_in_each_kernel_that_reads_it():
     """Two outputs over unrelated axes that both read one full(): not one kernel."""
+
     def fusion(fd):
         x = _tensor(fd, 1)
         y = _tensor(fd, 1)
@@ -261,6 +287,7 @@ def test_a_group_norm_with_reshaped_weights_is_one_kernel():
     """x [N, C, HW] reshaped to [N, G, C/G, HW], normalized per group, and scaled by a weight
     [C] reshaped to [G, C/G]: nvFuser's persistent kernel takes it whole. The reshape's extent
     C/G comes from the number of elements."""
+
     def fusion(fd):
         x = _tensor(fd, 3)
         w = _tensor(fd, 1)
@@ -270,24 +297,31 @@ def test_a_group_norm_with_reshaped_weights_is_one_kernel():
         g = fd.ops.reshape(x, new_shape=[n, groups, per, hw])
         var, mean = fd.ops.var_mean(g, dims=[2, 3], correction=0)
         shape = fd.ops.shape(g)
-        y = fd.ops.mul(fd.ops.sub(g, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0, 1])),
-                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(var), shape=shape, broadcast_dims=[0, 1]))
+        y = fd.ops.mul(
+            fd.ops.sub(g, fd.ops.broadcast_in_dim(mean, shape=shape, broadcast_dims=[0, 1])),
+            fd.ops.broadcast_in_dim(fd.ops.rsqrt(var), shape=shape, broadcast_dims=[0, 1]),
+        )
         wg = fd.ops.reshape(w, new_shape=[groups, per])
         y = fd.ops.mul(y, fd.ops.broadcast_in_dim(wg, shape=shape, broadcast_dims=[1, 2]))
         fd.add_output(fd.ops.reshape(y, new_shape=[n, c, hw]))
 
-    est = eqsat.estimate_fusion(fusion, [torch.empty(16, 64, 1024, device="meta"), torch.empty(64, device="meta")])
+    est = eqsat.estimate_fusion(
+        fusion, [torch.empty(16, 64, 1024, device="meta"), torch.empty(64, device="meta")]
+    )
     assert len(est.kernels) == 1
-    assert est.bytes == 2 * 16 * 64 * 1024 * 4 + 64 * 4       # x read, y written, w read: no extent guessed
+    assert est.bytes == 2 * 16 * 64 * 1024 * 4 + 64 * 4  # x read, y written, w read: no extent guessed
 
 
 def test_a_layer_norm_by_welford_is_one_normalization_kernel():
     """welford is a reduction to nvFuser's schedulers (Thunder's layer norms use it), no barrier."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         avg, var, _ = fd.ops.welford(x, dims=[1])
         inv = fd.ops.rsqrt(fd.ops.add(fd.ops.div(var, fd.define_scalar(1024.0)), fd.define_scalar(1e-5)))
-        y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast(avg, [False, True])), fd.ops.broadcast(inv, [False, True]))
+        y = fd.ops.mul(
+            fd.ops.sub(x, fd.ops.broadcast(avg, [False, True])), fd.ops.broadcast(inv, [False, True])
+        )
         fd.add_output(y)
         fd.add_output(avg)
 
@@ -300,8 +334,11 @@ def test_a_stride_order_copies_only_where_the_layout_changes(stride_order, want)
     """Thunder's head split: permute, stride_order [] (row-major), reshape. Where the input is
     laid out so the permuted tensor is row-major already, nvFuser aliases it (no kernel);
     otherwise the stride order is a copy."""
+
     def fusion(fd):
-        x = fd.define_tensor(shape=[4, 16, 256, 64], contiguity=[True] * 4, dtype=F32, stride_order=stride_order)
+        x = fd.define_tensor(
+            shape=[4, 16, 256, 64], contiguity=[True] * 4, dtype=F32, stride_order=stride_order
+        )
         y = fd.ops.stride_order(fd.ops.permute(x, dims=[0, 2, 1, 3]), stride_order=[])
         fd.add_output(fd.ops.stride_order(fd.ops.reshape(y, new_shape=[4, 256, 1024]), stride_order=[]))
 
@@ -311,6 +348,7 @@ def test_a_stride_order_copies_only_where_the_layout_changes(stride_order, want)
 def test_a_causal_mask_of_one_iota_is_two_kernels():
     """One axis of the iota on both dims of the mask: nvFuser computes the iota's vectors in
     one kernel and compares them in another (as in Thunder's attention masks)."""
+
     def fusion(fd):
         i = fd.ops.cast(fd.ops.add(fd.ops.iota(length=512, start=0, step=1), 0), dtype=DataType.Int)
         rows = fd.ops.expand(fd.ops.broadcast(i, [False, True]), shape=[512, 512])
@@ -325,19 +363,28 @@ def _rope_halves(fd, x, rows, n):
     lo = fd.ops.slice(x, start_indices=[0, 0], end_indices=[rows, n], strides=[1, 1])
     hi = fd.ops.slice(x, start_indices=[0, n], end_indices=[rows, 2 * n], strides=[1, 1])
     zero = fd.define_scalar(0.0)
-    return fd.ops.cat([fd.ops.pad(fd.ops.neg(hi), [0, n, 0, 0], zero), fd.ops.pad(lo, [n, 0, 0, 0], zero)],
-                      dim=1, manual_padding=True)
+    return fd.ops.cat(
+        [fd.ops.pad(fd.ops.neg(hi), [0, n, 0, 0], zero), fd.ops.pad(lo, [n, 0, 0, 0], zero)],
+        dim=1,
+        manual_padding=True,
+    )
 
 
 def test_a_cat_of_one_tensor_twice_is_a_repeat_not_a_resize():
     """nvFuser turns cat([pad(t), pad(t)]) into broadcast, expand and reshape before it
     segments: the table and its repeat share a kernel with an output before it."""
+
     def fusion(fd):
         t = fd.ops.cos(_tensor(fd, 2))
         zero = fd.define_scalar(0.0)
         fd.add_output(t)
-        fd.add_output(fd.ops.cat([fd.ops.pad(t, [0, 64, 0, 0], zero), fd.ops.pad(t, [64, 0, 0, 0], zero)],
-                                 dim=1, manual_padding=True))
+        fd.add_output(
+            fd.ops.cat(
+                [fd.ops.pad(t, [0, 64, 0, 0], zero), fd.ops.pad(t, [64, 0, 0, 0], zero)],
+                dim=1,
+                manual_padding=True,
+            )
+        )
 
     assert kernels(fusion, (1024, 64)) == 1
 
@@ -346,6 +393,7 @@ def test_a_rope_table_read_by_two_rotations_is_a_kernel_of_its_own():
     """A small table (an output) broadcast into two rotations: each rotation is a resize
     kernel, which cannot write the table (an output before its resizes), so the table is a
     third kernel, as nvFuser segments Thunder's RoPE."""
+
     def fusion(fd):
         table = fd.ops.cos(_tensor(fd, 1))
         fd.add_output(table)
@@ -368,6 +416,7 @@ def test_a_full_that_is_an_output_is_written_by_a_kernel():
 def test_slices_pads_and_cats_of_symbolic_inputs_take_their_extents_from_the_inputs():
     """A slice with constant indices, a pad and a cat of a symbolic input have extents the
     bound inputs give (not the default extent the optimizer assumes for unknown ones)."""
+
     def fusion(fd):
         x = _tensor(fd, 2)
         head = fd.ops.slice(x, start_indices=[0, 0], end_indices=[8, 64], strides=[1, 1])
@@ -388,14 +437,17 @@ def test_the_values_outputs_view_are_found_through_chains_of_views():
     def fusion(fd):
         x, y = _tensor(fd, 2), _tensor(fd, 2)
         n = fd.ops.neg(x)
-        fd.add_output(fd.ops.permute(fd.ops.reshape(n, new_shape=[32, 128]), dims=[1, 0]))   # views n
+        fd.add_output(fd.ops.permute(fd.ops.reshape(n, new_shape=[32, 128]), dims=[1, 0]))  # views n
         fd.add_output(fd.ops.slice(y, start_indices=[0, 0], end_indices=[8, 64], strides=[1, 1]))  # views y
-        fd.add_output(fd.ops.stride_order(fd.ops.exp(x), stride_order=[0, 1]))              # a copy
-        fd.add_output(fd.ops.abs(y), y)                                                     # into y
+        fd.add_output(fd.ops.stride_order(fd.ops.exp(x), stride_order=[0, 1]))  # a copy
+        fd.add_output(fd.ops.abs(y), y)  # into y
 
     f = eqsat.ingest(fusion)
     producer = f.producer
-    got = {producer[v].op if v in producer and not producer[v].is_input else "input" for v in alias_output_sources(f)}
+    got = {
+        producer[v].op if v in producer and not producer[v].is_input else "input"
+        for v in alias_output_sources(f)
+    }
     assert got == {"neg", "input"} and len(alias_output_sources(f)) == 2
 
 
@@ -403,8 +455,11 @@ def test_a_shape_query_of_a_computed_value_writes_nothing():
     """``fd.ops.shape(t)`` reads t's extents, not its elements (nvFuser's classic benchmarks
     write softmax so): the kernel reads the bf16 input and writes the bf16 output, and the
     float32 value whose shape was asked is written nowhere; an output so queried still is."""
+
     def softmax(fd, shape_of_output):
-        x = fd.ops.cast(fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32)
+        x = fd.ops.cast(
+            fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32
+        )
         shape = fd.ops.shape(x)
         m = fd.ops.broadcast_in_dim(fd.ops.max(x, dims=[1]), shape=shape, broadcast_dims=[0])
         e = fd.ops.exp(fd.ops.sub(x, m))
@@ -427,12 +482,17 @@ def test_what_reads_an_output_joins_the_kernel_after_it_not_the_one_that_writes_
     cannot share the normalization's kernel (a sum over a reshaped [4, R/4, C] view) is that
     reduction's prologue. The normalization writes its bf16 output alone, and the reduction
     reads it (not an fp32 value the chain computed), as OPT's backward ran on the H200."""
+
     def fusion(fd):
-        x = fd.ops.cast(fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32)
+        x = fd.ops.cast(
+            fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16), F32
+        )
         ss = fd.ops.sum(fd.ops.mul(x, x), dims=[1])
         inv = fd.ops.rsqrt(fd.ops.add(fd.ops.mul(ss, 1.0 / 1024), 1e-6))
-        y = fd.ops.cast(fd.ops.mul(x, fd.ops.broadcast_in_dim(inv, shape=[4096, 1024], broadcast_dims=[0])),
-                        DataType.BFloat16)
+        y = fd.ops.cast(
+            fd.ops.mul(x, fd.ops.broadcast_in_dim(inv, shape=[4096, 1024], broadcast_dims=[0])),
+            DataType.BFloat16,
+        )
         fd.add_output(y)
         z = fd.ops.mul(fd.ops.cast(fd.ops.reshape(y, new_shape=[4, 1024, 1024]), F32), 2.0)
         fd.add_output(fd.ops.cast(fd.ops.sum(z, dims=[0, 1]), DataType.BFloat16))

@@ -1,4 +1,5 @@
 """The source emitter: IR -> nvFuser repro text, which re-ingests to an equal IR."""
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,10 @@ def test_classic_and_direct_styles():
     assert "define_vector" not in direct
     assert eqsat.ingest(classic) == fusion
     inputs = SEEDS["layernorm_amax"].make_inputs()
-    for a, b in zip(eqsat.run_fusion(fusion, inputs, strict=True), eqsat.run_fusion(eqsat.ingest(direct), inputs, strict=True)):
+    for a, b in zip(
+        eqsat.run_fusion(fusion, inputs, strict=True),
+        eqsat.run_fusion(eqsat.ingest(direct), inputs, strict=True),
+    ):
         assert torch.equal(a, b)
 
 
@@ -35,6 +39,7 @@ def test_repro_file_round_trip():
 
 def test_special_float_values_print_as_python():
     """The emitted definition and the printed IR write a float constant alike."""
+
     def f(fd):
         t = fd.define_tensor(shape=[-1])
         fd.add_output(fd.ops.maximum(t, fd.define_scalar(float("-inf"), dtype=DataType.Double)))
@@ -57,8 +62,15 @@ _REDUCE = ["sum", "max", "min"]
 @st.composite
 def chains(draw):
     """Random straight-line definitions of elementwise ops and reductions on 2-D inputs."""
-    steps = draw(st.lists(st.tuples(st.sampled_from(["u", "b", "r"]), st.integers(0, 5),
-                                    st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=8))
+    steps = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["u", "b", "r"]), st.integers(0, 5), st.integers(0, 5), st.integers(0, 2)
+            ),
+            min_size=1,
+            max_size=8,
+        )
+    )
 
     def f(fd):
         vals = [fd.define_tensor(shape=[-1, -1]), fd.define_tensor(shape=[-1, -1])]
@@ -71,6 +83,7 @@ def chains(draw):
             elif a.ndim == 2:
                 vals.append(getattr(fd.ops, _REDUCE[k])(a, dims=[k % 2], keepdim=True))
         fd.add_output(vals[-1])
+
     return f
 
 
@@ -81,5 +94,7 @@ def test_emitted_source_reingests_equal_and_runs_the_same(fn):
     again = eqsat.ingest(fusion_source(fusion))
     assert again == fusion
     inputs = [torch.randn(3, 4), torch.randn(3, 4)]
-    for a, b in zip(eqsat.run_fusion(fusion, inputs, strict=True), eqsat.run_fusion(again, inputs, strict=True)):
+    for a, b in zip(
+        eqsat.run_fusion(fusion, inputs, strict=True), eqsat.run_fusion(again, inputs, strict=True)
+    ):
         torch.testing.assert_close(a, b, equal_nan=True, rtol=0, atol=0)

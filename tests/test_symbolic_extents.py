@@ -3,6 +3,7 @@ axis included. Rewrites and the analysis facts they read must hold at every exte
 dtype of their operands, and for every member of a class (issue 36, items 3, 4 and 5). Each
 test runs the definition eqsat optimized on small inputs and compares it with hand-written
 torch code."""
+
 import math
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 import eqsat
 from eqsat import DataType
 
-INT_MIN = -2**31
+INT_MIN = -(2**31)
 
 
 def _sizes(fd, x, w):
@@ -20,8 +21,10 @@ def _sizes(fd, x, w):
 
 # -- item 3: max/min of an integer term plus a float constant, over an empty axis -------------
 
+
 def _extremum_of(op: str, red: str, x_dtype: DataType):
     """red_k(op(x[i,k], y[i,j])): x of ``x_dtype``, y Float, constant along k."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=x_dtype)
         y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
@@ -29,28 +32,40 @@ def _extremum_of(op: str, red: str, x_dtype: DataType):
         xb = fd.ops.broadcast_in_dim(x, shape=[n, k, j], broadcast_dims=[0, 1])
         yb = fd.ops.broadcast_in_dim(y, shape=[n, k, j], broadcast_dims=[0, 2])
         fd.add_output(getattr(fd.ops, red)(getattr(fd.ops, op)(xb, yb), dims=[1]))
+
     return define
 
 
 def _extremum_reference(op: str, red: str, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if x.shape[1] == 0:          # nothing to reduce: the max is -inf, the min +inf (Float)
+    if x.shape[1] == 0:  # nothing to reduce: the max is -inf, the min +inf (Float)
         return torch.full((x.shape[0], y.shape[1]), -math.inf if red == "max" else math.inf)
     z = getattr(torch, op)(x[:, :, None].float(), y[:, None, :])
     return z.amax(1) if red == "max" else z.amin(1)
 
 
-TORCH = {DataType.Int32: torch.int32, DataType.Int: torch.int64, DataType.Bool: torch.bool,
-         DataType.Float: torch.float32}
-EXTREMA = [(op, red, dtype) for dtype in (DataType.Int32, DataType.Int, DataType.Bool)
-           for op in ("add", "sub") for red in ("max", "min") if not (dtype is DataType.Bool and op == "sub")]
+TORCH = {
+    DataType.Int32: torch.int32,
+    DataType.Int: torch.int64,
+    DataType.Bool: torch.bool,
+    DataType.Float: torch.float32,
+}
+EXTREMA = [
+    (op, red, dtype)
+    for dtype in (DataType.Int32, DataType.Int, DataType.Bool)
+    for op in ("add", "sub")
+    for red in ("max", "min")
+    if not (dtype is DataType.Bool and op == "sub")
+]
 
 
 @pytest.mark.parametrize("op, red, x_dtype", EXTREMA)
 def test_a_max_or_min_of_an_integer_plus_a_float_constant_over_an_empty_axis(op, red, x_dtype):
     """max_k(x_int[i,k] + y_float[i,j]) over an empty k is max of nothing in Float, -inf; the
     rewrite to max_k(x)[i] + y[i,j] gave Int32's INT_MIN plus y, a finite number."""
-    big = [torch.empty(1024, 1024, dtype=TORCH[x_dtype], device="meta"),
-           torch.empty(1024, 256, device="meta")]
+    big = [
+        torch.empty(1024, 1024, dtype=TORCH[x_dtype], device="meta"),
+        torch.empty(1024, 256, device="meta"),
+    ]
     opt = eqsat.optimize_fusion(_extremum_of(op, red, x_dtype), big, min_gain=0)
     y = torch.tensor([[1.5, -2.0]])
     for k in (0, 1, 3):
@@ -64,14 +79,17 @@ def test_the_same_max_of_floats_is_still_rewritten():
     opt = eqsat.optimize_fusion(_extremum_of("add", "max", DataType.Float), big, min_gain=0, deadline_s=None)
     assert "max-of-sum-with-constant" in opt.report.rules
     x, y = torch.zeros(1, 0), torch.tensor([[1.5, -2.0]])
-    assert torch.equal(eqsat.run_fusion(opt.fusion, [x, y], strict=True)[0],
-                       _extremum_reference("add", "max", x, y))
+    assert torch.equal(
+        eqsat.run_fusion(opt.fusion, [x, y], strict=True)[0], _extremum_reference("add", "max", x, y)
+    )
 
 
 # -- item 4: the sign of a max over an axis that may be empty ----------------------------------
 
+
 def _max_times_max_of_relu(w_dtype: DataType, l_extent: int = -1):
     """max_k(x[i,k] * c[i,j]) with c = max_l(relu(w[i,j,l])), taken as >= 0 before."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         w = fd.define_tensor(shape=[-1, -1, l_extent], contiguity=[True] * 3, dtype=w_dtype)
@@ -80,6 +98,7 @@ def _max_times_max_of_relu(w_dtype: DataType, l_extent: int = -1):
         xb = fd.ops.broadcast_in_dim(x, shape=[n, k, j], broadcast_dims=[0, 1])
         cb = fd.ops.broadcast_in_dim(c, shape=[n, k, j], broadcast_dims=[0, 2])
         fd.add_output(fd.ops.max(fd.ops.mul(xb, cb), dims=[1]))
+
     return define
 
 
@@ -88,14 +107,19 @@ def test_a_max_of_values_at_least_0_over_an_empty_axis_is_not_taken_as_at_least_
     """Over an empty l, max_l(relu(w)) is INT_MIN (Int32) or -inf: max-of-product-with-
     nonnegative-constant flipped the sign of every result (+2147483648 given, -2147483648
     optimized, every input finite)."""
-    big = [torch.empty(1024, 1024, device="meta"),
-           torch.empty(1024, 1024, 64, dtype=TORCH[w_dtype], device="meta")]
+    big = [
+        torch.empty(1024, 1024, device="meta"),
+        torch.empty(1024, 1024, 64, dtype=TORCH[w_dtype], device="meta"),
+    ]
     opt = eqsat.optimize_fusion(_max_times_max_of_relu(w_dtype), big, min_gain=0)
     x = torch.tensor([[-1.0, 1.0]])
     for l in (0, 2):
         w = torch.tensor([3, -5][:l], dtype=TORCH[w_dtype]).reshape(1, 1, l)
-        c = w.relu().amax(2) if l else torch.full((1, 1), INT_MIN if w_dtype is DataType.Int32 else -math.inf,
-                                                   dtype=TORCH[w_dtype])
+        c = (
+            w.relu().amax(2)
+            if l
+            else torch.full((1, 1), INT_MIN if w_dtype is DataType.Int32 else -math.inf, dtype=TORCH[w_dtype])
+        )
         want = (x[:, :, None] * c[:, None, :]).amax(1)
         got = eqsat.run_fusion(opt.fusion, [x, w], strict=True)[0]
         assert torch.equal(got, want), (l, got, want)
@@ -114,9 +138,11 @@ def test_over_an_axis_of_static_extent_the_max_of_values_at_least_0_is_still_at_
 
 # -- item 5: a fact derived from one member of a class must hold for every member --------------
 
+
 def _max_times_rsqrt(second_output: bool):
     """max_k(x[i,k] * rsqrt(y[i,j])), and with ``second_output`` sum(y, dims=[]) too: a sum
     over no axis is y itself, -0.0 included."""
+
     def define(fd):
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
         y = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
@@ -126,6 +152,7 @@ def _max_times_rsqrt(second_output: bool):
         fd.add_output(fd.ops.max(fd.ops.mul(xb, rb), dims=[1]))
         if second_output:
             fd.add_output(fd.ops.sum(y, dims=[]))
+
     return define
 
 
@@ -172,6 +199,7 @@ def test_a_tiny_negative_constant_is_not_taken_for_one_without_minus_zero():
             x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
             r = fd.ops.rsqrt(fd.ops.add(x, fd.define_scalar(c, dtype=DataType.Double)))
             fd.add_output(fd.ops.abs(r) if outer_abs else r)
+
         return define
 
     x = torch.tensor([-0.0])
@@ -182,14 +210,17 @@ def test_a_tiny_negative_constant_is_not_taken_for_one_without_minus_zero():
 
 # -- the executor: nvFuser's variance divides by max(0, |R| - correction) -----------------------
 
+
 def test_a_variance_divides_by_the_count_less_the_correction_clamped_at_zero():
     """nvFuser's var is sum((x - mean)^2) * (1 / max(0, |R| - c)) (csrc/ops/normalization.cpp),
     as torch's: over an empty axis NaN whatever c; where c >= |R| > 0, +inf (an H100 gave inf for
     the corpus's var_mean of 2 elements with correction 3)."""
+
     def define(c):
         def var(fd):
             x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
             fd.add_output(fd.ops.var(x, dims=[1], correction=c))
+
         return var
 
     empty = torch.zeros(2, 0)

@@ -12,6 +12,7 @@ of small Llama-, GPT-2- and BERT-like models (from ``transformers``, and in plai
 Thunder alone (the comparison with eager is checked on CPU here). Run them with
 ``python3 -m pytest -m gpu tests/test_thunder.py -s`` (``-s`` shows the per-region reports).
 """
+
 import copy
 import json
 import os
@@ -34,13 +35,21 @@ from eqsat.testing import seeds, thunder_models
 
 try:
     import eqsat.thunder as et
-except ImportError as err:    # Thunder installed but unusable here (its version, torch's): the reason
+except ImportError as err:  # Thunder installed but unusable here (its version, torch's): the reason
     pytest.skip(str(err), allow_module_level=True)
 import eqsat.thunder.region as region_module
 from eqsat.thunder import EqsatThunderWarning, Options, RegionHook, RegionRecord, ThunderReport
 from eqsat.thunder.region import describe_inputs, no_regions, optimizer_inputs, region_ops, signature
-from eqsat.thunder.versions import (TORCH_BELOW, TORCH_MIN, UnsupportedVersion, check_nvfuser, check_thunder,
-                                    check_torch, release, unusable)
+from eqsat.thunder.versions import (
+    TORCH_BELOW,
+    TORCH_MIN,
+    UnsupportedVersion,
+    check_nvfuser,
+    check_thunder,
+    check_torch,
+    release,
+    unusable,
+)
 from helpers import load_bench
 
 # seed 1 (DESIGN.md) at 1024^3: eqsat distributes the sum (one kernel of N*K*J multiply-adds ->
@@ -62,8 +71,10 @@ class FakeThunderRegion:
         self.store_inputs, self.last_inputs, self.last_used = True, None, None
 
     def to_descriptors(self, args):
-        return tuple(tuple(sorted(range(a.dim()), key=lambda d: -a.stride(d))) if isinstance(a, torch.Tensor)
-                     else None for a in args)
+        return tuple(
+            tuple(sorted(range(a.dim()), key=lambda d: -a.stride(d))) if isinstance(a, torch.Tensor) else None
+            for a in args
+        )
 
     def get_fd(self, descriptors):
         self.descriptors.append(descriptors)
@@ -101,13 +112,21 @@ class Compiler:
 
 
 def seed_region():
-    return FakeThunderRegion(seeds.reduction_broadcast_ref, lambda x, b: [seeds.reduction_broadcast_torch(x, b)])
+    return FakeThunderRegion(
+        seeds.reduction_broadcast_ref, lambda x, b: [seeds.reduction_broadcast_torch(x, b)]
+    )
 
 
 def hook_for(region, compiler=None, trace="forward", **options):
     report = ThunderReport()
-    hook = RegionHook(region, name=region.name.split(":")[0], trace=trace, options=Options(**options),
-                      report=report, compile=compiler or Compiler())
+    hook = RegionHook(
+        region,
+        name=region.name.split(":")[0],
+        trace=trace,
+        options=Options(**options),
+        report=report,
+        compile=compiler or Compiler(),
+    )
     return hook, report
 
 
@@ -138,7 +157,7 @@ def test_a_rewritten_region_runs_eqsats_definition():
     assert record.inputs == f"float32[{BIG}, {BIG}], float32[{BIG}, {BIG}]"
     assert report.rewritten() == [record] and report.fallbacks() == []
 
-    hook(*args)                                    # the same signature: nothing new
+    hook(*args)  # the same signature: nothing new
     assert len(report.regions) == 1 and len(region.descriptors) == 1 and len(made.calls) == 2
     # what ran is eqsat's rewrite of the region: sum over k of x, times b, as torch computes it
     x, b = seeds.reduction_broadcast_inputs(SMALL, SMALL, SMALL)
@@ -164,11 +183,11 @@ def test_an_unchanged_region_runs_thunders_own_definition():
 
 def test_each_new_input_signature_is_optimized_once(monkeypatch):
     """A symbolic definition called at two shapes with the same stride orders (one Thunder
-    definition): optimized once by optimize_fusion, then for the new shape through eqsat's
-    per-shape cache (OptimizedFusion.for_inputs); a record per signature."""
+    definition): optimized once (``eqsat.pipeline.driver.optimize``), then for the new shape
+    through eqsat's per-shape cache (OptimizedFusion.for_inputs); a record per signature."""
     calls = []
-    real = region_module.optimize_fusion
-    monkeypatch.setattr(region_module, "optimize_fusion", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = region_module.optimize
+    monkeypatch.setattr(region_module, "optimize", lambda *a, **k: calls.append(a) or real(*a, **k))
     region = seed_region()
     hook, report = hook_for(region)
     for shape in [(BIG, BIG), (BIG, BIG), (SMALL, SMALL), (BIG, BIG)]:
@@ -176,7 +195,7 @@ def test_each_new_input_signature_is_optimized_once(monkeypatch):
     assert len(calls) == 1
     assert [r.changed for r in report.regions] == [True, False]
     assert [r.inputs.split(",")[0] for r in report.regions] == [f"float32[{BIG}", f"float32[{SMALL}"]
-    assert region.calls == 1                       # the small shape, as Thunder built it
+    assert region.calls == 1  # the small shape, as Thunder built it
 
 
 def test_a_region_eqsat_cannot_read_runs_as_thunder_built_it_with_a_warning():
@@ -190,7 +209,7 @@ def test_a_region_eqsat_cannot_read_runs_as_thunder_built_it_with_a_warning():
     (record,) = report.regions
     assert record.status == "fell back" and record.error.startswith("FusionError: cannot ingest")
     assert report.fallbacks() == [record] and not record.changed
-    with warnings.catch_warnings():                # warned once per region and signature
+    with warnings.catch_warnings():  # warned once per region and signature
         warnings.simplefilter("error")
         hook(x, b)
     assert region.calls == 2 and len(report.regions) == 1
@@ -199,7 +218,9 @@ def test_a_region_eqsat_cannot_read_runs_as_thunder_built_it_with_a_warning():
 def test_a_definition_that_fails_to_compile_falls_back():
     region = seed_region()
     hook, report = hook_for(region, Compiler(error=RuntimeError("nvFuser: cannot schedule")))
-    with pytest.warns(EqsatThunderWarning, match=r"region nvFusion0 .*RuntimeError: nvFuser: cannot schedule"):
+    with pytest.warns(
+        EqsatThunderWarning, match=r"region nvFusion0 .*RuntimeError: nvFuser: cannot schedule"
+    ):
         hook(meta(BIG, BIG), meta(BIG, BIG))
     (record,) = report.regions
     assert region.calls == 1 and not record.changed and record.rules == ()
@@ -312,8 +333,21 @@ def test_region_names_and_inputs_read_as_thunder_prints_them():
 
 def test_the_report_lists_each_region_with_its_gains():
     report = ThunderReport()
-    rewritten = RegionRecord("nvFusion0", "forward", "mul, sum", "float32[8, 8]", True, ("r1",), 1, 2,
-                             200.0, 50.0, 210.0, 70.0, 0.1)
+    rewritten = RegionRecord(
+        "nvFusion0",
+        "forward",
+        "mul, sum",
+        "float32[8, 8]",
+        True,
+        ("r1",),
+        1,
+        2,
+        200.0,
+        50.0,
+        210.0,
+        70.0,
+        0.1,
+    )
     unchanged = RegionRecord("nvFusion1", "forward", "add", "float32[8]", False, (), 1, 1, 30.0, 30.0)
     failed = RegionRecord("nvFusion0", "backward", "neg", "float32[8]")
     failed.fell_back(ValueError("no\nsecond line"))
@@ -323,10 +357,13 @@ def test_the_report_lists_each_region_with_its_gains():
     assert unchanged.predicted_gain == 0 and unchanged.measured_gain is None and failed.predicted_gain is None
     assert failed.error == "ValueError: no"
     text = str(report)
-    assert text.splitlines()[0] == ("eqsat over Thunder: 3 regions (2 forward, 1 backward), 1 rewritten, "
-                                    "1 fell back")
-    assert "nvFusion0    rewritten  1 -> 2 kernels  200.0 -> 50.0 us predicted (-75.0%)  " \
-           "210.0 -> 70.0 us measured (-66.7%)  rules: r1" in text
+    assert text.splitlines()[0] == (
+        "eqsat over Thunder: 3 regions (2 forward, 1 backward), 1 rewritten, 1 fell back"
+    )
+    assert (
+        "nvFusion0    rewritten  1 -> 2 kernels  200.0 -> 50.0 us predicted (-75.0%)  "
+        "210.0 -> 70.0 us measured (-66.7%)  rules: r1" in text
+    )
     assert "nvFusion1    unchanged  1 kernels  30.0 us predicted" in text
     assert "backward nvFusion0    fell back  ValueError: no" in text
     summary = json.loads(json.dumps(report.summary()))
@@ -338,14 +375,18 @@ def test_the_report_lists_each_region_with_its_gains():
 
 def test_without_nvfuser_regions_the_report_says_so_and_warns_once():
     report = ThunderReport()
-    with pytest.warns(EqsatThunderWarning, match=r"Thunder made no nvFuser regions \(no CUDA device\), so "
-                                                 r"eqsat has nothing to optimize") as caught:
-        for _ in range(3):                   # the forward trace, the backward trace, a new input shape
+    with pytest.warns(
+        EqsatThunderWarning,
+        match=r"Thunder made no nvFuser regions \(no CUDA device\), so "
+        r"eqsat has nothing to optimize",
+    ) as caught:
+        for _ in range(3):  # the forward trace, the backward trace, a new input shape
             no_regions(report, "no CUDA device")
     assert len(caught) == 1
     assert str(report).splitlines() == [
         "eqsat over Thunder: 0 regions, 0 rewritten, 0 fell back",
-        "  note: Thunder made no nvFuser regions (no CUDA device), so eqsat has nothing to optimize"]
+        "  note: Thunder made no nvFuser regions (no CUDA device), so eqsat has nothing to optimize",
+    ]
     assert report.summary()["notes"] == report.notes and len(report.notes) == 1
 
 
@@ -353,48 +394,71 @@ def test_without_nvfuser_regions_the_report_says_so_and_warns_once():
 # options and versions
 
 
-def test_the_options_become_optimize_fusions_arguments(tmp_path):
+def test_the_options_are_eqsat_options_passed_to_each_region(tmp_path):
     runner = FakeRunner([1.0])
-    o = Options(verify="gpu", min_gain=0.1, deadline_s=None, rules=["mul-commutes", REWRITE],
-                reassociate=True, relower=True, limits=Limits(iterations=3), cache_dir=tmp_path, runner=runner,
-                profile="h200_host_fit")
-    kw = o.optimize_kwargs()
-    assert kw["rules"] == ("mul-commutes", REWRITE) and kw["verify"] == "gpu" and kw["runner"] is runner
-    assert isinstance(kw["profile"], Profile) and kw["limits"].iterations == 3 and kw["cache_dir"] == tmp_path
-    assert Options().optimize_kwargs()["deadline_s"] == DEADLINE_S
-    opt = eqsat.optimize_fusion(seeds.reduction_broadcast_ref, [meta(BIG, BIG)] * 2, **Options().optimize_kwargs())
-    assert opt.report.changed
+    o = Options(
+        verify="gpu",
+        min_gain=0.1,
+        deadline_s=None,
+        rules=["mul-commutes", REWRITE],
+        reassociate=True,
+        relower=True,
+        limits=Limits(iterations=3),
+        cache_dir=tmp_path,
+        runner=runner,
+        profile="h200_host_fit",
+    )
+    assert isinstance(o, eqsat.Options)
+    assert o.rules == ("mul-commutes", REWRITE) and o.verify == "gpu" and o.runner is runner
+    assert isinstance(o.loaded_profile, Profile) and o.limits.iterations == 3 and o.cache_dir == tmp_path
+    assert Options().deadline_s == DEADLINE_S
+    opt = region_module.optimize(seeds.reduction_broadcast_ref, [meta(BIG, BIG)] * 2, Options())
+    assert opt.report.changed and opt.options == Options()
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"verify": "cpu"}, ValueError, "verify must be None .* or 'gpu'"),
-    ({"verify": True}, ValueError, "verify must be"),
-    ({"min_gain": 1.5}, ValueError, "min_gain must be a fraction"),
-    ({"min_gain": True}, ValueError, "min_gain"),
-    ({"deadline_s": -1}, ValueError, "deadline_s"),
-    ({"deadline_s": "2"}, ValueError, "deadline_s"),
-    ({"rules": ["no-such-rule"]}, ValueError, r"unknown rules \['no-such-rule'\]"),
-    ({"rules": REWRITE}, TypeError, "collection of rule names"),
-    ({"rules": []}, ValueError, "rules is empty"),
-    ({"reassociate": "no"}, TypeError, "reassociate must be True or False"),
-    ({"limits": {"iterations": 3}}, TypeError, "limits must be"),
-    ({"profile": "/no/such/profile.json"}, ValueError, "profile '/no/such/profile.json' cannot be used"),
-    ({"profile": {"kinds": {}}}, ValueError, "not a cost-model profile"),
-    ({"cache_dir": "/tmp/x"}, ValueError, "cache_dir applies to verify='gpu' only"),
-    ({"verify": "gpu", "runner": object()}, TypeError, "runner must be .* lacks device"),
-    ({"verify": "gpu", "cache_dir": 3}, TypeError, "cache_dir must be a path"),
-    ({"verfy": "gpu"}, TypeError, "verfy"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"verify": "cpu"}, ValueError, "verify must be None .* or 'gpu'"),
+        ({"verify": True}, ValueError, "verify must be"),
+        ({"min_gain": 1.5}, ValueError, "min_gain must be a fraction"),
+        ({"min_gain": True}, ValueError, "min_gain"),
+        ({"deadline_s": -1}, ValueError, "deadline_s"),
+        ({"deadline_s": "2"}, ValueError, "deadline_s"),
+        ({"rules": ["no-such-rule"]}, ValueError, r"unknown rules \['no-such-rule'\]"),
+        ({"rules": REWRITE}, TypeError, "collection of rule names"),
+        ({"rules": []}, ValueError, "rules is empty"),
+        ({"reassociate": "no"}, TypeError, "reassociate must be True or False"),
+        ({"limits": {"iterations": 3}}, TypeError, "limits must be"),
+        ({"profile": "/no/such/profile.json"}, ValueError, "profile '/no/such/profile.json' cannot be used"),
+        ({"profile": {"kinds": {}}}, ValueError, "not a cost-model profile"),
+        ({"cache_dir": "/tmp/x"}, ValueError, "cache_dir applies to verify='gpu' only"),
+        ({"verify": "gpu", "runner": object()}, TypeError, "runner must be .* lacks device"),
+        ({"verify": "gpu", "cache_dir": 3}, TypeError, "cache_dir must be a path"),
+        ({"verfy": "gpu"}, TypeError, "verfy"),
+    ],
+)
 def test_bad_options_are_clear_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         Options(**kwargs)
 
 
-@pytest.mark.parametrize("version, ok", [
-    ("0.2.6", True), ("0.2.6.post1", True), ("0.2.6+cu130", True), ("v0.2.6", True),
-    ("0.2.5", False), ("0.2.7", False), ("0.3.0", False), ("0.2.6.dev20250801", False), ("0.2.6rc1", False),
-    ("0.2.6.1", False), ("nightly", False),
-])
+@pytest.mark.parametrize(
+    "version, ok",
+    [
+        ("0.2.6", True),
+        ("0.2.6.post1", True),
+        ("0.2.6+cu130", True),
+        ("v0.2.6", True),
+        ("0.2.5", False),
+        ("0.2.7", False),
+        ("0.3.0", False),
+        ("0.2.6.dev20250801", False),
+        ("0.2.6rc1", False),
+        ("0.2.6.1", False),
+        ("nightly", False),
+    ],
+)
 def test_the_thunder_version_check(version, ok):
     if ok:
         check_thunder(version)
@@ -404,16 +468,30 @@ def test_the_thunder_version_check(version, ok):
 
 
 def test_missing_thunder_is_an_import_error_naming_the_versions():
-    with pytest.raises(ImportError, match=r"needs Lightning Thunder 0\.2\.6.*pip install 'eqsat\[thunder\]'"
-                                          r".*nvFuser <= 0\.2\.35"):
+    with pytest.raises(
+        ImportError,
+        match=r"needs Lightning Thunder 0\.2\.6.*pip install 'eqsat\[thunder\]'"
+        r".*nvFuser <= 0\.2\.35",
+    ):
         check_thunder(None)
 
 
-@pytest.mark.parametrize("version, ok", [
-    (None, True), ("0.2.35", True), ("0.2.35.dev20260215", True), ("0.2.35+git09559b6", True),
-    ("0.2.34", True), ("0.2.8", True), ("0.2.36", False), ("0.2.36.dev20260301", False), ("0.3", False),
-    ("1.0.0", False), ("unknown", False),
-])
+@pytest.mark.parametrize(
+    "version, ok",
+    [
+        (None, True),
+        ("0.2.35", True),
+        ("0.2.35.dev20260215", True),
+        ("0.2.35+git09559b6", True),
+        ("0.2.34", True),
+        ("0.2.8", True),
+        ("0.2.36", False),
+        ("0.2.36.dev20260301", False),
+        ("0.3", False),
+        ("1.0.0", False),
+        ("unknown", False),
+    ],
+)
 def test_the_nvfuser_version_check(version, ok):
     if ok:
         check_nvfuser(version)
@@ -429,11 +507,22 @@ def test_versions_are_read_by_their_release():
         release("dev")
 
 
-@pytest.mark.parametrize("version, ok", [
-    ("2.7.1", True), ("2.11.0", True), ("2.12.1+cu130", True), ("2.12.0a0+git1234", True),
-    ("2.7.0", False), ("2.6.0+cpu", False), ("2.13.0", False), ("2.13.0+cpu", False),
-    ("2.13.0.dev20260601", False), ("2.14.1", False), ("unknown", False),
-])
+@pytest.mark.parametrize(
+    "version, ok",
+    [
+        ("2.7.1", True),
+        ("2.11.0", True),
+        ("2.12.1+cu130", True),
+        ("2.12.0a0+git1234", True),
+        ("2.7.0", False),
+        ("2.6.0+cpu", False),
+        ("2.13.0", False),
+        ("2.13.0+cpu", False),
+        ("2.13.0.dev20260601", False),
+        ("2.14.1", False),
+        ("unknown", False),
+    ],
+)
 def test_the_torch_version_check(version, ok):
     """Thunder 0.2.6 imports with torch >= 2.7.1 (its requirement) and < 2.13 (named tensors,
     which it reads when imported, are gone from 2.13)."""
@@ -451,21 +540,30 @@ def test_the_thunder_extra_installs_a_torch_thunder_imports_with():
     tomllib = pytest.importorskip("tomllib")
     with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
         extras = tomllib.load(f)["project"]["optional-dependencies"]
-    assert sorted(extras["thunder"]) == sorted([f"lightning-thunder=={et.SUPPORTED_THUNDER[-1]}",
-                                                f"torch>={TORCH_MIN},<{TORCH_BELOW}"])
+    assert sorted(extras["thunder"]) == sorted(
+        [f"lightning-thunder=={et.SUPPORTED_THUNDER[-1]}", f"torch>={TORCH_MIN},<{TORCH_BELOW}"]
+    )
 
 
 def test_an_unusable_thunder_is_an_import_error_naming_the_versions():
     err = unusable(AttributeError("type object 'Tensor' has no attribute 'align_as'\nmore"), "2.12.1+cu130")
     assert isinstance(err, ImportError)
     text = str(err)
-    assert "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no attribute " \
-           "'align_as'. Found Lightning Thunder " in text and "more" not in text
-    assert re.search(r"torch 2\.12\.1\+cu130, nvFuser \S.*; eqsat\.thunder needs Lightning Thunder 0\.2\.6, "
-                     r"torch >= 2\.7\.1 and < 2\.13, and for nvFuser regions CUDA with nvFuser <= 0\.2\.35 "
-                     r"\(pip install 'eqsat\[thunder\]'", text)
+    assert (
+        "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no attribute "
+        "'align_as'. Found Lightning Thunder "
+        in text
+        and "more" not in text
+    )
+    assert re.search(
+        r"torch 2\.12\.1\+cu130, nvFuser \S.*; eqsat\.thunder needs Lightning Thunder 0\.2\.6, "
+        r"torch >= 2\.7\.1 and < 2\.13, and for nvFuser regions CUDA with nvFuser <= 0\.2\.35 "
+        r"\(pip install 'eqsat\[thunder\]'",
+        text,
+    )
     assert str(unusable(UnsupportedVersion("found torch 2.13.0"), "2.13.0")).startswith(
-        "eqsat.thunder cannot use Lightning Thunder here: found torch 2.13.0. Found ")
+        "eqsat.thunder cannot use Lightning Thunder here: found torch 2.13.0. Found "
+    )
 
 
 BROKEN_THUNDER = """
@@ -495,15 +593,23 @@ def test_importing_eqsat_thunder_over_a_broken_thunder_raises_the_import_error(t
                 print("imported")
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
-                         check=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, check=True
+    ).stdout.splitlines()
     assert len(out) == 2, out
-    assert out[0].startswith("UnsupportedVersion False eqsat.thunder cannot use Lightning Thunder here: "
-                             "Lightning Thunder 0.2.6 needs torch >= 2.7.1 and < 2.13 (torch 2.13 removed "
-                             "named tensors") and "Found Lightning Thunder " in out[0]
-    assert out[1].startswith("UnsupportedVersion True eqsat.thunder cannot use Lightning Thunder here: "
-                             "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no "
-                             "attribute 'align_as'. Found Lightning Thunder ")
+    assert (
+        out[0].startswith(
+            "UnsupportedVersion False eqsat.thunder cannot use Lightning Thunder here: "
+            "Lightning Thunder 0.2.6 needs torch >= 2.7.1 and < 2.13 (torch 2.13 removed "
+            "named tensors"
+        )
+        and "Found Lightning Thunder " in out[0]
+    )
+    assert out[1].startswith(
+        "UnsupportedVersion True eqsat.thunder cannot use Lightning Thunder here: "
+        "importing Lightning Thunder raised AttributeError: type object 'Tensor' has no "
+        "attribute 'align_as'. Found Lightning Thunder "
+    )
     assert "torch 2.12.1+cu130, nvFuser " in out[1] and "needs Lightning Thunder 0.2.6" in out[1]
 
 
@@ -513,9 +619,14 @@ def test_this_module_skips_with_the_reason_where_thunder_does_not_import(tmp_pat
     (tmp_path / "thunder").mkdir()
     (tmp_path / "thunder" / "__init__.py").write_text(BROKEN_THUNDER)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__],
-                         capture_output=True, text=True, env=env, cwd=os.path.dirname(__file__))
-    assert run.returncode in (0, 5), run.stdout + run.stderr      # 5: pytest collected no test to run
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(__file__),
+    )
+    assert run.returncode in (0, 5), run.stdout + run.stderr  # 5: pytest collected no test to run
     assert "1 skipped" in run.stdout and "eqsat.thunder cannot use Lightning Thunder here" in run.stdout
     assert "needs Lightning Thunder 0.2.6, torch >= 2.7.1 and < 2.13" in run.stdout
 
@@ -530,7 +641,9 @@ def test_without_thunder_optimize_is_an_import_error():
 
 
 def test_import_eqsat_imports_neither_eqsat_thunder_nor_thunder():
-    code = "import sys, eqsat; assert not {'eqsat.thunder', 'thunder'} & set(sys.modules), sorted(sys.modules)"
+    code = (
+        "import sys, eqsat; assert not {'eqsat.thunder', 'thunder'} & set(sys.modules), sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -540,7 +653,9 @@ def test_import_eqsat_imports_neither_eqsat_thunder_nor_thunder():
 
 def _thunder():
     """Thunder and eqsat's transform, or a skip saying what is missing."""
-    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6 (pip install 'eqsat[thunder]')")
+    thunder = pytest.importorskip(
+        "thunder", reason="needs Lightning Thunder 0.2.6 (pip install 'eqsat[thunder]')"
+    )
     if not et.thunder_installed() or not hasattr(et, "Optimize"):
         pytest.skip("eqsat.thunder did not import Thunder")
     return thunder
@@ -551,6 +666,7 @@ def _cuda_thunder():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from thunder.executors.nvfuserex import nvfuserex  # Thunder's nvFuser executor, None without nvFuser
+
     if nvfuserex is None:
         pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
     return thunder
@@ -561,12 +677,16 @@ def test_without_nvfuser_the_transform_says_thunder_made_no_regions():
     warns once, and its report says why."""
     thunder = _thunder()
     from thunder.executors.nvfuserex import nvfuserex  # Thunder's nvFuser executor, None without nvFuser
+
     if nvfuserex is not None:
         pytest.skip("Thunder has its nvFuser executor here: it makes nvFuser regions")
     opt = et.Optimize()
     jf = thunder.jit(seeds.reduction_broadcast_torch, transforms=[opt])
-    with pytest.warns(EqsatThunderWarning, match=r"Thunder made no nvFuser regions \(.*\), so eqsat has "
-                                                 r"nothing to optimize") as caught:
+    with pytest.warns(
+        EqsatThunderWarning,
+        match=r"Thunder made no nvFuser regions \(.*\), so eqsat has "
+        r"nothing to optimize",
+    ) as caught:
         for n in (8, 8, 6):
             x, b = seeds.reduction_broadcast_inputs(n, n, n)
             assert mismatch(jf(x, b), seeds.reduction_broadcast_torch(x, b)) is None
@@ -615,7 +735,7 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
 
     import eqsat.thunder.transform as transform_module  # imports Thunder: here, past the skip
 
-    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)    # make_compiled without inductor
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)  # make_compiled without inductor
     skip = {PrimIDs.RETURN, PrimIDs.UNPACK_TRIVIAL, PrimIDs.UNPACK_SEQUENCE, PrimIDs.DEL, PrimIDs.COMMENT}
 
     class Wrapper(FakeThunderRegion):
@@ -628,8 +748,11 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
             super().__init__("eqsat_test_fusion")
 
         def can_fuse(self, bsym):
-            return bsym.sym.id not in skip and "grad" not in bsym.sym.name and \
-                any(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
+            return (
+                bsym.sym.id not in skip
+                and "grad" not in bsym.sym.name
+                and any(isinstance(o, TensorProxy) for o in bsym.flat_proxy_outs)
+            )
 
         can_execute = can_fuse
 
@@ -637,13 +760,20 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
             ins, outs = [unvariableify(x) for x in region.inputs], [unvariableify(x) for x in region.outputs]
             name = f"nvFusion{counter}"
             ops = ", ".join(b.sym.name for b in region.bound_symbols)
-            return self.register_temporary_operation(name, Wrapper(f"{name}: ({ops})", region, ins, outs),
-                                                     inputs=ins, outputs=outs, bsyms=list(region.bound_symbols))
+            return self.register_temporary_operation(
+                name,
+                Wrapper(f"{name}: ({ops})", region, ins, outs),
+                inputs=ins,
+                outputs=outs,
+                bsyms=list(region.bound_symbols),
+            )
 
         def fusion_pass(self, trace):
             fused = from_trace(trace)
             producers, consumers = utils.producers_and_consumers(trace)
-            groups = fuse_bound_symbols(trace, lambda a, b: all(map(self.can_fuse, a.group_bsyms + b.group_bsyms)))
+            groups = fuse_bound_symbols(
+                trace, lambda a, b: all(map(self.can_fuse, a.group_bsyms + b.group_bsyms))
+            )
             fused.bound_symbols = []
             for bsyms in groups:
                 if all(map(self.can_fuse, bsyms)):
@@ -657,7 +787,7 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
     monkeypatch.setattr(transform_module, "nvfuserex", stand_in)
     monkeypatch.setattr(region_module, "compile_nvfuser", Compiler())
     executors = [stand_in, *thunder.get_default_executors()]
-    x, b = seeds.reduction_broadcast_inputs(BIG, BIG, BIG)    # rewritten; Thunder's path would take 4 GB
+    x, b = seeds.reduction_broadcast_inputs(BIG, BIG, BIG)  # rewritten; Thunder's path would take 4 GB
 
     opt = et.Optimize()
     jf = thunder.jit(seeds.reduction_broadcast_torch, executors=executors, transforms=[opt])
@@ -667,8 +797,9 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
     assert any("eqsat.thunder.Optimize" in str(t.get_provenance()) for t in thunder.last_traces(jf))
 
     opt = et.Optimize()
-    jg = thunder.jit(lambda x, b: seeds.reduction_broadcast_torch(x, b).sum(), executors=executors,
-                     transforms=[opt])
+    jg = thunder.jit(
+        lambda x, b: seeds.reduction_broadcast_torch(x, b).sum(), executors=executors, transforms=[opt]
+    )
     x, b = seeds.reduction_broadcast_inputs(SMALL, SMALL, SMALL)
     xg, xt = x.clone().requires_grad_(), x.clone().requires_grad_()
     with pytest.warns(EqsatThunderWarning, match=r"backward region nvFusion\d+ runs as Thunder built it"):
@@ -686,20 +817,53 @@ def test_the_transform_hooks_a_fusion_executors_regions(monkeypatch):
 # same ops at the same shapes (and eqsat's time on each), nothing new to check
 BATCH, SEQ, VOCAB, LAYERS = 2, 64, 512, 1
 HF_MODELS = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM",
-              dict(hidden_size=256, intermediate_size=512, num_hidden_layers=LAYERS, num_attention_heads=4,
-                   num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=SEQ)),
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel",
-             dict(n_embd=256, n_layer=LAYERS, n_head=4, vocab_size=VOCAB, n_positions=SEQ, resid_pdrop=0.0,
-                  embd_pdrop=0.0, attn_pdrop=0.0)),
-    "bert": ("BertConfig", "BertForMaskedLM",
-             dict(hidden_size=256, intermediate_size=512, num_hidden_layers=LAYERS, num_attention_heads=4,
-                  vocab_size=VOCAB, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=VOCAB,
+            max_position_embeddings=SEQ,
+        ),
+    ),
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        dict(
+            n_embd=256,
+            n_layer=LAYERS,
+            n_head=4,
+            vocab_size=VOCAB,
+            n_positions=SEQ,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        ),
+    ),
+    "bert": (
+        "BertConfig",
+        "BertForMaskedLM",
+        dict(
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=4,
+            vocab_size=VOCAB,
+            max_position_embeddings=SEQ,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
+    ),
 }
-TORCH_MODELS = {"llama-like": lambda: thunder_models.LlamaLike(VOCAB, layers=LAYERS),
-                "gpt2-like": lambda: thunder_models.GPT2Like(VOCAB, SEQ, layers=LAYERS),
-                "bert-like": lambda: thunder_models.BertLike(VOCAB, SEQ, layers=LAYERS)}
+TORCH_MODELS = {
+    "llama-like": lambda: thunder_models.LlamaLike(VOCAB, layers=LAYERS),
+    "gpt2-like": lambda: thunder_models.GPT2Like(VOCAB, SEQ, layers=LAYERS),
+    "bert-like": lambda: thunder_models.BertLike(VOCAB, SEQ, layers=LAYERS),
+}
 
 # A run's loss and gradients against eager PyTorch's: the same step in float32 from the same
 # weights (the bf16 ones, widened exactly) and token ids. A gradient deviates where
@@ -725,7 +889,9 @@ def _model(name, device="cuda"):
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), device=device)
     if name in TORCH_MODELS:
         return TORCH_MODELS[name]().to(device, torch.bfloat16), lambda m: m(ids)
-    transformers = pytest.importorskip("transformers", reason="needs transformers for its Llama, GPT-2 and BERT")
+    transformers = pytest.importorskip(
+        "transformers", reason="needs transformers for its Llama, GPT-2 and BERT"
+    )
     config_cls, model_cls, kwargs = HF_MODELS[name]
     config = getattr(transformers, config_cls)(**kwargs)
     config._attn_implementation = "sdpa"
@@ -756,6 +922,7 @@ def _training_step(thunder, model, loss_fn, transforms, how, save_as=None):
         compiled = thunder.jit(model, transforms=transforms)
     else:
         from thunder.dynamo import ThunderCompiler  # only on this path, as thunder_capture.py uses it
+
         torch._dynamo.reset()
         compiled = torch.compile(model, backend=ThunderCompiler(transforms=transforms))
     loss = loss_fn(compiled)
@@ -781,7 +948,7 @@ def _arange_bytes(t: torch.Tensor) -> str:
     n = raw.numel() // 8
     if n < 8:
         return ""
-    ints = raw[:8 * n].view(torch.int64).cpu()
+    ints = raw[: 8 * n].view(torch.int64).cpu()
     prefix = int((ints == torch.arange(n)).long().cumprod(0).sum())
     return f"; its first {8 * prefix} bytes are torch.arange({prefix}) as int64" if prefix >= 8 else ""
 
@@ -805,9 +972,11 @@ def _off_eager(loss, grads: dict, eager_loss, eager_grads: dict) -> dict[str, st
         e64, g64 = e.double(), g.double()
         error, norm = float((g64 - e64).norm()), float(e64.norm())
         allowed = GRAD_RTOL * norm + GRAD_FLOOR * rms * e.numel() ** 0.5
-        if not error <= allowed:         # NaN too
-            off[name] = (f"|difference| {error:.3g} exceeds {allowed:.3g} (|eager| {norm:.3g}; max |value| "
-                         f"{float(g64.abs().max()):.3g}, eager's {float(e64.abs().max()):.3g}){_arange_bytes(g)}")
+        if not error <= allowed:  # NaN too
+            off[name] = (
+                f"|difference| {error:.3g} exceeds {allowed:.3g} (|eager| {norm:.3g}; max |value| "
+                f"{float(g64.abs().max()):.3g}, eager's {float(e64.abs().max()):.3g}){_arange_bytes(g)}"
+            )
     for name in grads.keys() - eager_grads.keys():
         off[name] = "a gradient, where eager has none"
     return off
@@ -825,13 +994,18 @@ def _cancelling(eager_grads: dict) -> set[str]:
     is the same for every key), so what any run holds there is rounding noise, bounded by
     _off_eager's floor and by nothing element by element."""
     rms = _rms(eager_grads)
-    return {n for n, e in eager_grads.items() if float(e.double().norm()) <= GRAD_FLOOR * rms * e.numel() ** 0.5}
+    return {
+        n for n, e in eager_grads.items() if float(e.double().norm()) <= GRAD_FLOOR * rms * e.numel() ** 0.5
+    }
 
 
 # the gradient that differed between the two runs on the H200 (Thunder alone's held
 # torch.arange(64)'s bytes); the llama-like had none, one of its norms' weights stands in
-FAILED_ON_THE_H200 = {"llama-like": "blocks.0.norm1.weight", "gpt2-like": "blocks.0.proj.bias",
-                      "bert-like": "token_type.weight"}
+FAILED_ON_THE_H200 = {
+    "llama-like": "blocks.0.norm1.weight",
+    "gpt2-like": "blocks.0.proj.bias",
+    "bert-like": "token_type.weight",
+}
 
 
 @pytest.mark.parametrize("name", [*TORCH_MODELS])
@@ -848,13 +1022,15 @@ def test_the_comparison_with_eager_takes_bf16_and_catches_a_wrong_gradient(name)
     loss, grads = loss.detach(), _grads(bf16)
     assert grads.keys() == eager_grads.keys() and loss.dtype == torch.float32
     assert _off_eager(loss, grads, eager_loss, eager_grads) == {}
-    assert _cancelling(eager_grads) == set()         # each is also compared with Thunder alone's
+    assert _cancelling(eager_grads) == set()  # each is also compared with Thunder alone's
     cancelled = {**eager_grads, "cancels": torch.full((64,), 1e-7)}
     assert _cancelling(cancelled) == {"cancels"}
     smallest = min(eager_grads, key=lambda n: float(eager_grads[n].norm()) / eager_grads[n].numel() ** 0.5)
     for victim in {smallest, FAILED_ON_THE_H200[name]}:
-        for wrong in (torch.zeros_like(grads[victim]),
-                      torch.arange(grads[victim].numel() // 4).view(grads[victim].dtype).view(grads[victim].shape)):
+        for wrong in (
+            torch.zeros_like(grads[victim]),
+            torch.arange(grads[victim].numel() // 4).view(grads[victim].dtype).view(grads[victim].shape),
+        ):
             off = _off_eager(loss, {**grads, victim: wrong}, eager_loss, eager_grads)
             assert list(off) == [victim], off
             if wrong.any():
@@ -891,7 +1067,9 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     clock = time.perf_counter()
     for attempt in ("jit",) if name in TORCH_MODELS else ("dynamo", "jit"):
         try:
-            want_loss, want_grads = _training_step(thunder, reference, loss_fn, [], attempt, f"{name}-thunder")
+            want_loss, want_grads = _training_step(
+                thunder, reference, loss_fn, [], attempt, f"{name}-thunder"
+            )
             how = attempt
             break
         except Exception as err:  # Thunder 0.2.6 itself fails on some transformers models under torch 2.11
@@ -901,7 +1079,7 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     if how is None and name not in TORCH_MODELS:
         pytest.skip(f"Thunder 0.2.6 alone fails on transformers' {name}: {'; '.join(errors)}")
     assert how is not None, f"Thunder 0.2.6 alone fails on {name}: {errors}"
-    opt = et.Optimize(min_gain=0.0)     # every rewrite predicted cheaper is made, and checked here
+    opt = et.Optimize(min_gain=0.0)  # every rewrite predicted cheaper is made, and checked here
     clock = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", EqsatThunderWarning)
@@ -911,34 +1089,46 @@ def test_a_training_step_under_eqsat_matches_eager_and_thunder_alone(name):
     rewritten = report.rewritten()
     thunder_off = _off_eager(want_loss, want_grads, eager_loss, eager_grads)
     eqsat_off = _off_eager(got_loss, got_grads, eager_loss, eager_grads)
-    print(f"\n{name} ({how}): loss {got_loss.item():.6f} (Thunder alone {want_loss.item():.6f}, eager "
-          f"float32 {eager_loss.item():.6f}); {len(rewritten)} of {len(report.regions)} regions rewritten: "
-          f"{', '.join(f'{r.trace} {r.region}' for r in rewritten) or 'none'}; against eager: Thunder alone "
-          f"{thunder_off or 'agrees'}, Thunder + eqsat {eqsat_off or 'agrees'}; seconds: "
-          f"{', '.join(f'{k} {v:.1f}' for k, v in seconds.items())}\n{report}")
+    print(
+        f"\n{name} ({how}): loss {got_loss.item():.6f} (Thunder alone {want_loss.item():.6f}, eager "
+        f"float32 {eager_loss.item():.6f}); {len(rewritten)} of {len(report.regions)} regions rewritten: "
+        f"{', '.join(f'{r.trace} {r.region}' for r in rewritten) or 'none'}; against eager: Thunder alone "
+        f"{thunder_off or 'agrees'}, Thunder + eqsat {eqsat_off or 'agrees'}; seconds: "
+        f"{', '.join(f'{k} {v:.1f}' for k, v in seconds.items())}\n{report}"
+    )
     assert report.regions, "no nvFuser region went through eqsat"
     if how == "jit":
         assert {r.trace for r in report.regions} == {"forward", "backward"}
     assert not report.fallbacks(), f"regions eqsat failed on: {[str(w.message) for w in caught]}"
     if eqsat_off:
         if not rewritten and eqsat_off.keys() <= thunder_off.keys():
-            pytest.xfail(f"Thunder 0.2.6 deviates from eager PyTorch, alone and under eqsat, which rewrote no "
-                         f"region (only Thunder's definitions ran): alone {thunder_off}; under eqsat {eqsat_off}")
+            pytest.xfail(
+                f"Thunder 0.2.6 deviates from eager PyTorch, alone and under eqsat, which rewrote no "
+                f"region (only Thunder's definitions ran): alone {thunder_off}; under eqsat {eqsat_off}"
+            )
         also = sorted(eqsat_off.keys() & thunder_off.keys())
-        pytest.fail(f"Thunder + eqsat deviates from eager PyTorch: {eqsat_off}"
-                    + (f" (Thunder alone deviates too at {also})" if also else "")
-                    + f"; Thunder alone against eager: {thunder_off or 'agrees'}", pytrace=False)
+        pytest.fail(
+            f"Thunder + eqsat deviates from eager PyTorch: {eqsat_off}"
+            + (f" (Thunder alone deviates too at {also})" if also else "")
+            + f"; Thunder alone against eager: {thunder_off or 'agrees'}",
+            pytrace=False,
+        )
     # eqsat against Thunder alone, where Thunder alone is right: bf16's tolerance, element by element
     if "loss" not in thunder_off:
         problem = mismatch(got_loss.float(), want_loss.float(), rtol=2e-2)
         assert problem is None, f"loss against Thunder alone: {problem}"
-    noise = _cancelling(eager_grads)       # checked against eager alone, above
-    bad = {n: p for n in want_grads if n not in thunder_off and n not in noise
-           and (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))}
+    noise = _cancelling(eager_grads)  # checked against eager alone, above
+    bad = {
+        n: p
+        for n in want_grads
+        if n not in thunder_off and n not in noise and (p := mismatch(got_grads[n], want_grads[n], rtol=2e-2))
+    }
     assert not bad, f"gradients differ from Thunder alone's (which agree with eager): {bad}"
     if thunder_off:
-        pytest.xfail(f"Thunder 0.2.6 alone deviates from eager PyTorch where Thunder + eqsat agrees with it "
-                     f"(Thunder's result, not eqsat's): {thunder_off}")
+        pytest.xfail(
+            f"Thunder 0.2.6 alone deviates from eager PyTorch where Thunder + eqsat agrees with it "
+            f"(Thunder's result, not eqsat's): {thunder_off}"
+        )
 
 
 def test_the_benchmark_loads_its_timing_helpers_and_tabulates_each_measure(monkeypatch):
@@ -948,11 +1138,30 @@ def test_the_benchmark_loads_its_timing_helpers_and_tabulates_each_measure(monke
     bench = load_bench(monkeypatch, "thunder")
     timing = bench._gpu_timing()
     assert timing.KernelRun("nvfuser_pointwise_f0", 1.0).is_nvfuser and bench._gpu_timing() is timing
-    rows = [{"model": "m", "variant": "Thunder", "steady_ms": 10.0, "first_call_s": 50.0, "latency_ms": 12.0,
-             "device_ms": 5.0, "nvfuser_ms": 1.5},
-            {"model": "m", "variant": "Thunder+eqsat", "steady_ms": 8.0, "first_call_s": 40.0, "eqsat_s": 2.0,
-             "regions": 4, "rewritten": 1, "latency_ms": 11.0, "device_ms": 4.0, "nvfuser_ms": 0.5},
-            {"model": "m", "variant": "eager", "error": "out of memory"}]
+    rows = [
+        {
+            "model": "m",
+            "variant": "Thunder",
+            "steady_ms": 10.0,
+            "first_call_s": 50.0,
+            "latency_ms": 12.0,
+            "device_ms": 5.0,
+            "nvfuser_ms": 1.5,
+        },
+        {
+            "model": "m",
+            "variant": "Thunder+eqsat",
+            "steady_ms": 8.0,
+            "first_call_s": 40.0,
+            "eqsat_s": 2.0,
+            "regions": 4,
+            "rewritten": 1,
+            "latency_ms": 11.0,
+            "device_ms": 4.0,
+            "nvfuser_ms": 0.5,
+        },
+        {"model": "m", "variant": "eager", "error": "out of memory"},
+    ]
     text = bench.table(rows)
     assert "1.250x" in text and "+4.0%" in text and "1/4" in text
     assert " 5.00 ( 1.50)  12.00" in text and "ERR" in text
@@ -974,6 +1183,8 @@ def test_the_benchmark_compares_each_variants_gradients_with_eagers(monkeypatch)
     assert bench.grad_deviation(bench.grad_fingerprint(model), want) > 0.1
     model[1].bias.grad = None
     assert bench.grad_deviation(bench.grad_fingerprint(model), want) >= 1.0
-    rows = [{"model": "m", "variant": "Thunder", "steady_ms": 10.0, "first_call_s": 5.0, "grads_ok": False},
-            {"model": "m", "variant": "eager", "steady_ms": 11.0, "first_call_s": 1.0}]
+    rows = [
+        {"model": "m", "variant": "Thunder", "steady_ms": 10.0, "first_call_s": 5.0, "grads_ok": False},
+        {"model": "m", "variant": "eager", "steady_ms": 11.0, "first_call_s": 1.0},
+    ]
     assert "GRADIENTS OFF: Thunder" in bench.table(rows)

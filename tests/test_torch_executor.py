@@ -1,4 +1,5 @@
 """The torch executor follows nvFuser's semantics; it is every test's reference."""
+
 import pytest
 import torch
 from helpers import check
@@ -64,8 +65,11 @@ def test_var_mean_and_welford():
         for t in (var, mean, avg, var_sum, n):
             fd.add_output(t)
 
-    check(f, [torch.randn(5, 7)], lambda x: [x.var(1), x.mean(1), x.mean(1), x.var(1, unbiased=False) * 7,
-                                             torch.full((5,), 7)])
+    check(
+        f,
+        [torch.randn(5, 7)],
+        lambda x: [x.var(1), x.mean(1), x.mean(1), x.var(1, unbiased=False) * 7, torch.full((5,), 7)],
+    )
 
 
 def test_broadcast_in_dim_expands_and_max_over_empty_dims_is_identity():
@@ -103,11 +107,14 @@ def test_output_stride_order():
     assert out.stride() == (1, 3)
 
 
-@pytest.mark.parametrize("inputs, message", [
-    ([torch.randn(3, 4)], "takes 2 inputs, got 1"),
-    ([torch.randn(3), torch.randn(3, 4)], "rank 2 \\(got 1\\)"),
-    ([torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4)], "dtype Float"),
-])
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ([torch.randn(3, 4)], "takes 2 inputs, got 1"),
+        ([torch.randn(3), torch.randn(3, 4)], "rank 2 \\(got 1\\)"),
+        ([torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4)], "dtype Float"),
+    ],
+)
 def test_inputs_that_do_not_match_the_definition(inputs, message):
     def f(fd):
         a = fd.define_tensor(shape=[-1, -1])  # FIRST
@@ -133,8 +140,14 @@ def test_reduced_precision_arithmetic_comes_out_in_fp32():
     # nvFuser 0.2.35: add/neg/exp of bf16 give fp32; abs, where and max keep bf16
     def f(fd):
         a = fd.define_tensor(shape=[-1], dtype=DataType.BFloat16)
-        for t in (fd.ops.add(a, a), fd.ops.neg(a), fd.ops.exp(a), fd.ops.abs(a),
-                  fd.ops.where(fd.ops.gt(a, a), a, a), fd.ops.max(a, dims=[0])):
+        for t in (
+            fd.ops.add(a, a),
+            fd.ops.neg(a),
+            fd.ops.exp(a),
+            fd.ops.abs(a),
+            fd.ops.where(fd.ops.gt(a, a), a, a),
+            fd.ops.max(a, dims=[0]),
+        ):
             fd.add_output(t)
 
     x = torch.randn(8).to(torch.bfloat16)
@@ -155,10 +168,10 @@ def test_a_half_tensor_is_compared_with_a_float_scalar_in_fp32(half):
         fd.add_output(fd.ops.eq(u, 0.9))
 
     torch_half = {DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[half]
-    below = torch.tensor(0.9).to(torch_half)                # the half value nearest 0.9
+    below = torch.tensor(0.9).to(torch_half)  # the half value nearest 0.9
     x = torch.stack([below, torch.tensor(0.5, dtype=torch_half)])
     lt, ge, eq = run(f, x)
-    want = x.float() < 0.9                                   # fp32 compare, by hand
+    want = x.float() < 0.9  # fp32 compare, by hand
     assert lt.tolist() == want.tolist() and ge.tolist() == (~want).tolist()
     assert eq.tolist() == [False, False]
 
@@ -173,7 +186,7 @@ def test_strict_finds_a_wrong_dtype_that_the_default_casts_away(monkeypatch):
     x = torch.randn(8).to(torch.bfloat16)
     monkeypatch.setattr(TorchOps, "_cat_unary", lambda self, name, arg: torch.exp(arg))
     (cast,) = eqsat.run_fusion(fusion, [x])
-    assert cast.dtype == torch.float32                        # repaired silently by default
+    assert cast.dtype == torch.float32  # repaired silently by default
     with pytest.raises(FusionError, match="dtype torch.bfloat16, the IR has Float") as info:
         eqsat.run_fusion(fusion, [x], strict=True)
     assert info.value.op == "fd.ops.exp"
@@ -194,6 +207,7 @@ def test_strict_finds_a_wrong_extent(monkeypatch):
 
 # -- the tests' own check (tests/helpers.py) --------------------------------------------------------
 
+
 def _neg_and_exp(fd):
     a = fd.define_tensor(shape=[-1, -1])
     fd.add_output(fd.ops.neg(a))
@@ -204,12 +218,15 @@ def test_check_compares_with_torch_written_by_hand():
     check(_neg_and_exp, [torch.randn(4, 5)], lambda a: [-a, a.exp()])
 
 
-@pytest.mark.parametrize("reference, message", [
-    (lambda a: [-a, a.exp(), a.abs()], "2 outputs, the reference has 3"),      # one output short
-    (lambda a: [-a, a.exp().double()], "output 1 has dtype torch.float32, the reference torch.float64"),
-    (lambda a: [-a, a.exp()[:, :1]], "output 1 has shape"),
-    (lambda a: [-a, a.exp() * 1.01], "output 1: max |difference|"),
-])
+@pytest.mark.parametrize(
+    "reference, message",
+    [
+        (lambda a: [-a, a.exp(), a.abs()], "2 outputs, the reference has 3"),  # one output short
+        (lambda a: [-a, a.exp().double()], "output 1 has dtype torch.float32, the reference torch.float64"),
+        (lambda a: [-a, a.exp()[:, :1]], "output 1 has shape"),
+        (lambda a: [-a, a.exp() * 1.01], "output 1: max |difference|"),
+    ],
+)
 def test_check_fails_where_the_definition_differs_from_the_reference(reference, message):
     with pytest.raises(AssertionError, match=message):
         check(_neg_and_exp, [torch.randn(4, 5)], reference)

@@ -1,6 +1,7 @@
 """GPU verification's decisions (``optimize_fusion(..., verify="gpu")``), on a fake device: the
 runner that would compile, run and time on nvFuser is replaced by one that runs the torch
 executor and reports the times a test gives it. The real device is tested in test_gpu.py."""
+
 import json
 import re
 
@@ -17,7 +18,7 @@ from eqsat.verification import cache as cache_module
 from eqsat.verification.cache import cache_key, cache_root
 
 SEED = SEEDS["layernorm_amax"]
-SHAPE = (2048, 1024)        # four distinct candidates predicted cheaper than the input, or near it
+SHAPE = (2048, 1024)  # four distinct candidates predicted cheaper than the input, or near it
 
 
 class FakeRunner:
@@ -25,8 +26,9 @@ class FakeRunner:
     i-th distinct fusion it is given (the input is run first, then the candidates in order);
     those in ``wrong`` give outputs off by 50%, those in ``fail`` raise."""
 
-    def __init__(self, times=(100.0, 80.0, 60.0, 90.0, 95.0), wrong=(), fail=(), device="Fake H200",
-                 versions=None):
+    def __init__(
+        self, times=(100.0, 80.0, 60.0, 90.0, 95.0), wrong=(), fail=(), device="Fake H200", versions=None
+    ):
         self.times, self.wrong, self.fail = list(times), set(wrong), set(fail)
         self.device = device
         self.versions = versions or {"nvfuser": "0.0.fake"}
@@ -55,16 +57,28 @@ class FakeRunner:
 
 
 def _optimize(runner, tmp_path, **options):
-    return optimize_fusion(SEED.model_ref, SEED.make_inputs(*SHAPE), verify="gpu", runner=runner,
-                           cache_dir=tmp_path, deadline_s=None, **options)
+    return optimize_fusion(
+        SEED.model_ref,
+        SEED.make_inputs(*SHAPE),
+        verify="gpu",
+        runner=runner,
+        cache_dir=tmp_path,
+        deadline_s=None,
+        **options,
+    )
 
 
 def test_the_fastest_candidate_is_kept_and_the_report_gives_every_measurement(tmp_path):
     runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0))
     opt = _optimize(runner, tmp_path)
     v = opt.report.verification
-    assert [m.label for m in v.measurements] == ["input", "candidate 1", "candidate 2", "candidate 3",
-                                                     "candidate 4"]
+    assert [m.label for m in v.measurements] == [
+        "input",
+        "candidate 1",
+        "candidate 2",
+        "candidate 3",
+        "candidate 4",
+    ]
     assert [m.measured_us for m in v.measurements] == [100.0, 80.0, 60.0, 90.0, 95.0]
     assert v.kept == 1 and [m.kept for m in v.measurements] == [False, False, True, False, False]
     assert opt.report.changed and opt.fusion == runner.seen[2].with_frontend(opt.original.frontend)
@@ -76,7 +90,8 @@ def test_the_fastest_candidate_is_kept_and_the_report_gives_every_measurement(tm
     assert [(r.measured_us, r.reason) for r in opt.report.rejected] == [
         (80.0, "on the GPU: slower than candidate 2 (60.0 us)"),
         (90.0, "on the GPU: slower than candidate 2 (60.0 us)"),
-        (95.0, "on the GPU: slower than candidate 2 (60.0 us)")]
+        (95.0, "on the GPU: slower than candidate 2 (60.0 us)"),
+    ]
     text = str(opt.report)
     assert "verified on Fake H200" in text and "candidate 2: " in text and "60.0 us measured (kept)" in text
     summary = opt.report.summary()["verification"]
@@ -102,8 +117,10 @@ def test_a_candidate_whose_outputs_disagree_is_rejected_and_not_timed(tmp_path):
     assert v.measurements[1].measured_us is None
     assert v.measurements[1].problem.startswith("outputs disagree with the input's: output ")
     assert v.kept == 1 and opt.fusion == runner.seen[2].with_frontend(opt.original.frontend)
-    assert any(r.reason.startswith("on the GPU: outputs disagree") and r.measured_us is None
-               for r in opt.report.rejected)
+    assert any(
+        r.reason.startswith("on the GPU: outputs disagree") and r.measured_us is None
+        for r in opt.report.rejected
+    )
 
 
 def test_a_candidate_that_fails_on_the_device_is_rejected(tmp_path):
@@ -121,7 +138,7 @@ def test_the_input_failing_on_the_device_is_an_error(tmp_path):
 
 def test_a_cached_decision_is_not_timed_again(tmp_path):
     first = _optimize(FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0)), tmp_path)
-    runner = FakeRunner(times=(1.0, 1.0, 1.0, 1.0, 1.0))       # would keep the input if it timed
+    runner = FakeRunner(times=(1.0, 1.0, 1.0, 1.0, 1.0))  # would keep the input if it timed
     again = _optimize(runner, tmp_path)
     v = again.report.verification
     assert v.cached and runner.timed == [] and runner.seen == []
@@ -138,8 +155,9 @@ def _valid_entry(tmp_path) -> tuple:
         return path, json.load(f)
 
 
-@pytest.mark.parametrize("damage", ["not json", "another schema", "another key", "kept out of range",
-                                    "a negative time"])
+@pytest.mark.parametrize(
+    "damage", ["not json", "another schema", "another key", "kept out of range", "a negative time"]
+)
 def test_a_damaged_cache_file_is_ignored_with_a_warning_and_overwritten(tmp_path, damage):
     path, data = _valid_entry(tmp_path)
     if damage == "not json":
@@ -159,16 +177,16 @@ def test_a_damaged_cache_file_is_ignored_with_a_warning_and_overwritten(tmp_path
     runner = FakeRunner(times=(100.0, 80.0, 60.0, 90.0, 95.0))
     with pytest.warns(UserWarning, match=re.escape(path)):
         opt = _optimize(runner, tmp_path)
-    assert not opt.report.verification.cached and runner.timed          # measured afresh
+    assert not opt.report.verification.cached and runner.timed  # measured afresh
     with open(path) as f:
-        assert json.load(f)["kept"] == 1                               # and written again
+        assert json.load(f)["kept"] == 1  # and written again
 
 
 def test_an_entry_about_other_candidates_is_not_used(tmp_path):
     path, data = _valid_entry(tmp_path)
     cache = VerificationCache(tmp_path)
     assert cache.load(data["key"], data["candidates"]) is not None
-    assert cache.load(data["key"], data["candidates"][:1]) is None       # no warning: not damaged
+    assert cache.load(data["key"], data["candidates"][:1]) is None  # no warning: not damaged
 
 
 def test_the_key_changes_with_shape_dtype_strides_gpu_and_versions(monkeypatch):
@@ -178,7 +196,9 @@ def test_the_key_changes_with_shape_dtype_strides_gpu_and_versions(monkeypatch):
     changed = [
         cache_key(source + " ", [x, 2.0], "NVIDIA H200", {"nvfuser": "0.2.35"}),
         cache_key(source, [torch.empty(4, 7), 2.0], "NVIDIA H200", {"nvfuser": "0.2.35"}),
-        cache_key(source, [torch.empty(4, 6, dtype=torch.bfloat16), 2.0], "NVIDIA H200", {"nvfuser": "0.2.35"}),
+        cache_key(
+            source, [torch.empty(4, 6, dtype=torch.bfloat16), 2.0], "NVIDIA H200", {"nvfuser": "0.2.35"}
+        ),
         cache_key(source, [torch.empty(6, 4).t(), 2.0], "NVIDIA H200", {"nvfuser": "0.2.35"}),
         cache_key(source, [x, 2], "NVIDIA H200", {"nvfuser": "0.2.35"}),
         cache_key(source, [x, 2.0], "NVIDIA H100", {"nvfuser": "0.2.35"}),
@@ -190,8 +210,9 @@ def test_the_key_changes_with_shape_dtype_strides_gpu_and_versions(monkeypatch):
     paths = {cache.path(k) for k in [base, *changed]}
     assert len(paths) == len(changed) + 1
     monkeypatch.undo()
-    assert cache.path(cache_key(source, [torch.zeros(4, 6), 5.0], "NVIDIA H200", {"nvfuser": "0.2.35"})) \
-        == cache.path(base)          # values are not part of the key
+    assert cache.path(
+        cache_key(source, [torch.zeros(4, 6), 5.0], "NVIDIA H200", {"nvfuser": "0.2.35"})
+    ) == cache.path(base)  # values are not part of the key
 
 
 def test_another_gpu_or_nvfuser_is_timed_again(tmp_path):
@@ -201,7 +222,7 @@ def test_another_gpu_or_nvfuser_is_timed_again(tmp_path):
         assert not opt.report.verification.cached and runner.timed
     assert _optimize(FakeRunner(), tmp_path).report.verification.cached
     assert len(list((tmp_path / "verify").glob("*.json"))) == 3
-    assert not list((tmp_path / "verify").glob("*.tmp"))           # written through a temporary file
+    assert not list((tmp_path / "verify").glob("*.tmp"))  # written through a temporary file
 
 
 def test_the_cache_folder_comes_from_the_argument_the_environment_or_home(tmp_path, monkeypatch):
@@ -217,8 +238,9 @@ def test_the_cache_folder_comes_from_the_argument_the_environment_or_home(tmp_pa
 def test_nothing_is_timed_where_no_candidate_is_predicted_cheaper_or_near_the_input(tmp_path):
     seed = SEEDS["reduction_broadcast"]
     runner = FakeRunner()
-    opt = optimize_fusion(seed.model_ref, seed.make_inputs(8, 8, 8), verify="gpu", runner=runner,
-                          cache_dir=tmp_path)
+    opt = optimize_fusion(
+        seed.model_ref, seed.make_inputs(8, 8, 8), verify="gpu", runner=runner, cache_dir=tmp_path
+    )
     assert opt.report.verification is None and runner.seen == [] and not opt.report.changed
     assert any("nothing to time" in n for n in opt.report.notes)
 
@@ -228,9 +250,16 @@ def test_a_candidate_predicted_a_little_dearer_is_timed_and_kept_where_the_gpu_s
     candidates within VERIFY_WINDOW of it are timed, and the GPU's fastest is kept."""
     from eqsat.optimize import VERIFY_WINDOW
     from eqsat.testing import fp8_amax
+
     runner = FakeRunner(times=(100.0, 95.0, 70.0, 99.0))
-    opt = optimize_fusion(fp8_amax.definition("swiglu"), fp8_amax.make_inputs("swiglu", 2048, 2048),
-                          verify="gpu", runner=runner, cache_dir=tmp_path, deadline_s=None)
+    opt = optimize_fusion(
+        fp8_amax.definition("swiglu"),
+        fp8_amax.make_inputs("swiglu", 2048, 2048),
+        verify="gpu",
+        runner=runner,
+        cache_dir=tmp_path,
+        deadline_s=None,
+    )
     v = opt.report.verification
     given, *candidates = v.measurements
     assert all(c.predicted_us >= given.predicted_us for c in candidates)
@@ -241,8 +270,13 @@ def test_a_candidate_predicted_a_little_dearer_is_timed_and_kept_where_the_gpu_s
 
 def test_verification_needs_inputs_with_values_and_says_so(tmp_path):
     with pytest.raises(FusionError, match="input 0 is a meta tensor"):
-        optimize_fusion(SEED.model_ref, SEED.make_inputs(*SHAPE, device="meta"), verify="gpu",
-                        runner=FakeRunner(), cache_dir=tmp_path)
+        optimize_fusion(
+            SEED.model_ref,
+            SEED.make_inputs(*SHAPE, device="meta"),
+            verify="gpu",
+            runner=FakeRunner(),
+            cache_dir=tmp_path,
+        )
     with pytest.raises(FusionError, match="none were given"):
         optimize_fusion(SEED.model_ref, verify="gpu", runner=FakeRunner(), cache_dir=tmp_path)
     with pytest.raises(ValueError, match="verify must be None or 'gpu'"):

@@ -1,6 +1,6 @@
 """The cost model's measured error on a predicted saving, by the input's predicted kernel count
 and time: the margin a candidate's predicted saving must exceed before ``optimize_fusion`` keeps
-it (``eqsat.optimize._Margin``).
+it (``eqsat.pipeline.choose.margin``).
 
 A profile's optional ``error`` table (``bench/corpus.py --predict RUN.json ... --fit-error
 PROFILE.json`` fits it from recorded GPU runs) holds, for each bucket of the input's predicted
@@ -16,21 +16,23 @@ times, all pairs
 (``basis`` says which: "cell", "time", "kernels", "all"; ``count`` is then the coarser
 bucket's).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Iterable
 
-KERNEL_BOUNDS = (1, 2, 4, 8)           # buckets 1, 2-3, 4-7, 8+ (0 kernels counts as 1)
+KERNEL_BOUNDS = (1, 2, 4, 8)  # buckets 1, 2-3, 4-7, 8+ (0 kernels counts as 1)
 TIME_BOUNDS_US = (50.0, 200.0, 1000.0)  # buckets <50, 50-200, 200-1000, >=1000 µs
 QUANTILE = 0.75
 MIN_SAMPLES = 5
 BASES = ("cell", "time", "kernels", "all")
 
 
-def real_number(value, field: str, *, positive: bool = False, whole: bool = False,
-                most: float = math.inf) -> float:
+def real_number(
+    value, field: str, *, positive: bool = False, whole: bool = False, most: float = math.inf
+) -> float:
     """``value`` as a float where it is a finite real number (a JSON number: not a bool, not
     text) >= 0, > 0 where ``positive``, whole where ``whole`` and <= ``most``; else ValueError
     naming ``field`` and what was expected."""
@@ -49,17 +51,19 @@ class Margin:
     """The error that applies to one estimate: its value, the buckets and where it came from."""
 
     error: float
-    kernels: str          # the kernel-count bucket, e.g. "2-3"
-    time: str             # the time bucket, e.g. "50-200 us"
-    basis: str            # "cell", "time", "kernels", "all"
-    count: int            # the fusions it was measured over
+    kernels: str  # the kernel-count bucket, e.g. "2-3"
+    time: str  # the time bucket, e.g. "50-200 us"
+    basis: str  # "cell", "time", "kernels", "all"
+    count: int  # the fusions it was measured over
 
     def __str__(self) -> str:
-        where = {"cell": "", "time": f", from all pairs of {self.time}",
-                 "kernels": f", from all pairs of {self.kernels} kernels",
-                 "all": ", from all pairs"}[self.basis]
-        return (f"{self.error:.0%} at {self.kernels} kernels, {self.time} "
-                f"({self.count} pairs measured{where})")
+        where = {
+            "cell": "",
+            "time": f", from all pairs of {self.time}",
+            "kernels": f", from all pairs of {self.kernels} kernels",
+            "all": ", from all pairs",
+        }[self.basis]
+        return f"{self.error:.0%} at {self.kernels} kernels, {self.time} ({self.count} pairs measured{where})"
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class ErrorTable:
     error: tuple[tuple[float, ...], ...]
     count: tuple[tuple[int, ...], ...]
     basis: tuple[tuple[str, ...], ...]
-    default: float                      # over all fusions
+    default: float  # over all fusions
     quantile: float = QUANTILE
     min_samples: int = MIN_SAMPLES
     samples: int = 0
@@ -91,14 +95,27 @@ class ErrorTable:
     def margin(self, kernels: int, time_us: float) -> Margin:
         """The error that applies to an estimate of ``kernels`` kernels and ``time_us``."""
         row, col = cell(kernels, time_us, self.kernel_bounds, self.time_bounds_us)
-        return Margin(self.error[row][col], self.kernel_labels()[row], self.time_labels()[col],
-                      self.basis[row][col], self.count[row][col])
+        return Margin(
+            self.error[row][col],
+            self.kernel_labels()[row],
+            self.time_labels()[col],
+            self.basis[row][col],
+            self.count[row][col],
+        )
 
     def to_dict(self) -> dict:
-        return {"quantile": self.quantile, "min_samples": self.min_samples, "samples": self.samples,
-                "kernel_bounds": list(self.kernel_bounds), "time_bounds_us": list(self.time_bounds_us),
-                "error": [list(r) for r in self.error], "count": [list(r) for r in self.count],
-                "basis": [list(r) for r in self.basis], "default": self.default, "source": self.source}
+        return {
+            "quantile": self.quantile,
+            "min_samples": self.min_samples,
+            "samples": self.samples,
+            "kernel_bounds": list(self.kernel_bounds),
+            "time_bounds_us": list(self.time_bounds_us),
+            "error": [list(r) for r in self.error],
+            "count": [list(r) for r in self.count],
+            "basis": [list(r) for r in self.basis],
+            "default": self.default,
+            "source": self.source,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "ErrorTable":
@@ -112,13 +129,17 @@ class ErrorTable:
             raise ValueError(f"error.time_bounds_us must rise from above 0, got {list(tb)}")
         shape = (len(kb), len(tb) + 1)
         grids = {}
-        kinds = {"error": lambda x: real_number(x, "error.error values"),
-                 "count": lambda x: int(real_number(x, "error.count values", whole=True)), "basis": str}
+        kinds = {
+            "error": lambda x: real_number(x, "error.error values"),
+            "count": lambda x: int(real_number(x, "error.count values", whole=True)),
+            "basis": str,
+        }
         for name, kind in kinds.items():
             grid = data[name]
             if len(grid) != shape[0] or any(len(r) != shape[1] for r in grid):
-                raise ValueError(f"error.{name} must be {shape[0]} rows (kernel_bounds) of {shape[1]} "
-                                 f"(time_bounds_us + 1)")
+                raise ValueError(
+                    f"error.{name} must be {shape[0]} rows (kernel_bounds) of {shape[1]} (time_bounds_us + 1)"
+                )
             grids[name] = tuple(tuple(kind(x) for x in r) for r in grid)
         unknown = {b for r in grids["basis"] for b in r} - set(BASES)
         if unknown:
@@ -127,8 +148,18 @@ class ErrorTable:
         q = real_number(data.get("quantile", QUANTILE), "error.quantile", positive=True, most=1.0)
         least = int(real_number(data.get("min_samples", MIN_SAMPLES), "error.min_samples", whole=True))
         samples = int(real_number(data.get("samples", 0), "error.samples", whole=True))
-        return cls(kb, tb, grids["error"], grids["count"], grids["basis"], default, q, least, samples,
-                   str(data.get("source", "")))
+        return cls(
+            kb,
+            tb,
+            grids["error"],
+            grids["count"],
+            grids["basis"],
+            default,
+            q,
+            least,
+            samples,
+            str(data.get("source", "")),
+        )
 
     def text(self) -> str:
         """The table as rows of text (error / fusions, with a mark where it came from a coarser
@@ -139,9 +170,11 @@ class ErrorTable:
         for name, errs, counts, bases in zip(self.kernel_labels(), self.error, self.count, self.basis):
             cells = [f"{e:.0%} / {n}{mark[b]}" for e, n, b in zip(errs, counts, bases)]
             lines.append(f"{name:>8s} " + " ".join(f"{c:>16s}" for c in cells))
-        lines.append(f"(error at the {self.quantile:.0%} quantile / pairs; t: from the time bucket, "
-                     f"k: from the kernel-count bucket, *: from all {self.samples} pairs "
-                     f"({self.default:.0%}), where a cell has fewer than {self.min_samples})")
+        lines.append(
+            f"(error at the {self.quantile:.0%} quantile / pairs; t: from the time bucket, "
+            f"k: from the kernel-count bucket, *: from all {self.samples} pairs "
+            f"({self.default:.0%}), where a cell has fewer than {self.min_samples})"
+        )
         return "\n".join(lines)
 
 
@@ -163,9 +196,15 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[i] + (ordered[j] - ordered[i]) * (x - i)
 
 
-def fit_error_table(samples: Iterable[tuple[int, float, float]], *, q: float = QUANTILE,
-                    min_samples: int = MIN_SAMPLES, kernel_bounds: tuple[int, ...] = KERNEL_BOUNDS,
-                    time_bounds_us: tuple[float, ...] = TIME_BOUNDS_US, source: str = "") -> ErrorTable:
+def fit_error_table(
+    samples: Iterable[tuple[int, float, float]],
+    *,
+    q: float = QUANTILE,
+    min_samples: int = MIN_SAMPLES,
+    kernel_bounds: tuple[int, ...] = KERNEL_BOUNDS,
+    time_bounds_us: tuple[float, ...] = TIME_BOUNDS_US,
+    source: str = "",
+) -> ErrorTable:
     """The table of ``samples``: (the input's predicted kernels, its predicted µs, the error) per
     recorded pair, the error a fraction >= 0 (see the module's docstring)."""
     samples = list(samples)
@@ -184,8 +223,12 @@ def fit_error_table(samples: Iterable[tuple[int, float, float]], *, q: float = Q
     for r in range(rows):
         er, cr, br = [], [], []
         for c in range(cols):
-            for name, errs in (("cell", by_cell.get((r, c), [])), ("time", by_col[c]),
-                               ("kernels", by_row[r]), ("all", everything)):
+            for name, errs in (
+                ("cell", by_cell.get((r, c), [])),
+                ("time", by_col[c]),
+                ("kernels", by_row[r]),
+                ("all", everything),
+            ):
                 if len(errs) >= min_samples or name == "all":
                     er.append(round(quantile(errs, q), 3))
                     cr.append(len(errs))
@@ -194,13 +237,23 @@ def fit_error_table(samples: Iterable[tuple[int, float, float]], *, q: float = Q
         error.append(tuple(er))
         count.append(tuple(cr))
         basis.append(tuple(br))
-    return ErrorTable(tuple(kernel_bounds), tuple(float(t) for t in time_bounds_us), tuple(error),
-                      tuple(count), tuple(basis), round(quantile(everything, q), 3), q, min_samples,
-                      len(everything), source)
+    return ErrorTable(
+        tuple(kernel_bounds),
+        tuple(float(t) for t in time_bounds_us),
+        tuple(error),
+        tuple(count),
+        tuple(basis),
+        round(quantile(everything, q), 3),
+        q,
+        min_samples,
+        len(everything),
+        source,
+    )
 
 
-def shortfall(predicted_before: float, predicted_after: float, measured_before: float,
-              measured_after: float) -> float:
+def shortfall(
+    predicted_before: float, predicted_after: float, measured_before: float, measured_after: float
+) -> float:
     """The saving predicted and not measured, ``max(0, predicted - measured)``, each saving a
     fraction of the input's time (the error :func:`fit_error_table` takes)."""
     predicted = 1 - predicted_after / predicted_before

@@ -12,6 +12,7 @@ block, a fan-out taking one more reader) moves no other group: the merged group 
 slot of the end whose side is empty, and the other slot stays vacant (indices need only
 keep their order, not be contiguous).
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -47,8 +48,10 @@ class KernelGraph:
         out first (only the side that ran out is complete), and whether a path a -> x -> b
         was seen (the search stops there if ``stop_at_meeting``)."""
         index, lo, hi = self.index, self.index[a], self.index[b]
-        sides = [(set(), [iter(self.succ[a])], self.succ, b, lambda i: i < hi),
-                 (set(), [iter(self.pred[b])], self.pred, a, lambda i: i > lo)]
+        sides = [
+            (set(), [iter(self.succ[a])], self.succ, b, lambda i: i < hi),
+            (set(), [iter(self.pred[b])], self.pred, a, lambda i: i > lo),
+        ]
         met = False
         while True:
             for side, (seen, stack, step, goal, inside) in enumerate(sides):
@@ -62,7 +65,7 @@ class KernelGraph:
                     done[1 - side] = None
                     return done[0], done[1], met
                 if y == goal:
-                    if len(stack) > 1:          # through another group, not the edge a -> b
+                    if len(stack) > 1:  # through another group, not the edge a -> b
                         met = True
                         if stop_at_meeting:
                             return None, None, True
@@ -96,11 +99,11 @@ class KernelGraph:
         a, b = self._ordered(a, b)
         lo, hi = self.index[a], self.index[b]
         down, up, _ = self._sides(a, b, stop_at_meeting=False)
-        if down is not None and not down:       # nothing after a needs to stay after it
+        if down is not None and not down:  # nothing after a needs to stay after it
             slot = hi
-        elif up is not None and not up:         # nothing before b needs to stay before it
+        elif up is not None and not up:  # nothing before b needs to stay before it
             slot = lo
-        else:                                   # Pearce-Kelly: up, the merged group, down
+        else:  # Pearce-Kelly: up, the merged group, down
             if down is None:
                 down = self._reach(a, self.succ, lambda i: i < hi)
             if up is None:
@@ -110,8 +113,11 @@ class KernelGraph:
             for g, s in zip(moved, slots):
                 self.index[g] = s
             slot = self.index[a]
-        keep, gone = (a, b) if len(self.succ[a]) + len(self.pred[a]) >= len(self.succ[b]) + len(self.pred[b]) \
+        keep, gone = (
+            (a, b)
+            if len(self.succ[a]) + len(self.pred[a]) >= len(self.succ[b]) + len(self.pred[b])
             else (b, a)
+        )
         del self.index[gone]
         self.index[keep] = slot
         self._parent[gone] = keep

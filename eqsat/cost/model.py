@@ -45,176 +45,47 @@ count and bytes are not additive over nodes:
    ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
+
 from __future__ import annotations
 
+import copy
 import math
-import time
-from dataclasses import dataclass, field
 
-from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, RANDOM_OPS, bits
+from eqsat.deadline import NEVER, Deadline
+from eqsat.egraph.terms import BARRIER_TERMS, DTYPES, FREE_TERMS, INDEXING_TERMS, SPECIAL_TERMS, bits
 from eqsat.ir.dtypes import ITEMSIZE
 
-from .profile import Profile
-from .segmenter import BARRIERS, INDEXING_TERMS, REDUCING, RESIZES, Segment, Segmenter
+from .estimate import Estimate, GNode, Kernel, Recomputation, Tensor
+from .group_kernels import Segment
+from .ops import BARRIERS, DRAWS, REDUCING, RESIZES, Kept
+from .profile import KernelKind, Profile
+from .segmenter import Segmenter
 from .walks import labels_of, live_sinks, topological
 
-SPECIAL = frozenset({"Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Tanh", "Sigmoid", "Pow", "Un", "Tern"})
-SCALARS = frozenset({"Num", "Int", "Extent"})
-FREE = frozenset({"Cast"})      # no arithmetic worth counting (a conversion on load or store)
-DRAWS = frozenset(f"Kept:{op}" for op in RANDOM_OPS)    # random draws: the kind's draw_ps per element
-PARTIAL_ROWS = 132        # an inner-outer kernel's partial results: about one row per SM (H200)
-
-
-@dataclass(frozen=True)
-class GNode:
-    """A node of a candidate: constructor, attributes, children (node ids), and the analyses
-    of its class: label mask and dtype code."""
-
-    op: str
-    attrs: tuple
-    kids: tuple
-    labels: int
-    dtype: int
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.dtype >= 100 or self.op in SCALARS
-
-    @property
-    def space(self) -> int:
-        """Labels of the iteration space: a reduction iterates over its input's."""
-        return self.labels
-
-
-@dataclass
-class Kernel:
-    """One predicted kernel: its kind (the profile's constants it is priced with), its ops, the
-    bytes it reads and writes in global memory, its arithmetic and its time. ``reads`` and
-    ``writes``: the tensors behind ``bytes_read`` and ``bytes_written``, node id -> bytes (the
-    ids are the estimate's own: ``Estimate.tensors`` describes each); they say which kernel
-    hands which tensor to which. ``bound``: "memory" where its bytes at the kind's bandwidth
-    take longer than its arithmetic and its random draws (``drawn``: how many numbers), else
-    "compute". These are for a picture of the kernels (``eqsat.cost.drawing``), and take no part
-    in the prediction or in comparing kernels."""
-
-    kind: str
-    ops: list[str]
-    bytes_read: int
-    bytes_written: int
-    flops: float
-    time_us: float
-    recomputed: int = 0     # nodes of other kernels it computes again from the inputs
-    reads: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    writes: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    bound: str = field(default="memory", compare=False, repr=False)    # or "compute": what its time is
-    drawn: int = field(default=0, compare=False, repr=False)           # random numbers it draws
-
-    @property
-    def bytes(self) -> int:
-        return self.bytes_read + self.bytes_written
-
-
-@dataclass(frozen=True)
-class Recomputation:
-    """A chain of elementwise nodes (``cone``) that one kernel computes again from the fusion's
-    inputs instead of reading it from the kernel that wrote it; ``readers``: the kernel's
-    nodes that read the chain (eqsat's lowering feeds them a copy of it)."""
-
-    cone: frozenset
-    readers: frozenset
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A tensor some kernel of an estimate reads or writes (``Kernel.reads``, ``Kernel.writes``):
-    its dtype's name, its extents (``shape``: the definition's dims where the estimate was
-    made of a definition, else one extent per axis it varies along), its bytes in global
-    memory, whether it is one of the fusion's outputs, and where no kernel writes it, what
-    does (``source``): "input" (the fusion's), the op nvFuser runs outside the kernels the
-    cost model prices ("matmul", "segment_set"...), or the op of a value no kernel computes
-    (a view such as "reshape"), made of the tensors ``of`` (node ids). ``name``: the
-    definition's value (``T3``, as eqsat prints definitions), where known."""
-
-    dtype: str
-    shape: tuple[int, ...] | None      # None: unknown (the output of an op eqsat does not model)
-    bytes: int
-    output: bool = False
-    source: str | None = None
-    name: str | None = None
-    of: tuple[int, ...] = ()
-
-
-@dataclass
-class Estimate:
-    """The cost model's prediction for a candidate: its kernels (dearest first) and the host's
-    cost per ``execute``. ``tensors`` (node id -> :class:`Tensor`: what the kernels read and
-    write) and ``barriers`` (an op's output node -> (the op, its input nodes), for the ops
-    nvFuser runs outside these kernels, such as matmul) describe how the kernels connect; they
-    take no part in the prediction or in comparing estimates."""
-
-    kernels: list[Kernel] = field(default_factory=list)
-    host_us: float = 0.0
-    recomputed: list[Recomputation] = field(default_factory=list)
-    tensors: dict[int, Tensor] = field(default_factory=dict, compare=False, repr=False)
-    barriers: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def bytes(self) -> int:
-        return sum(k.bytes for k in self.kernels)
-
-    @property
-    def flops(self) -> float:
-        return sum(k.flops for k in self.kernels)
-
-    @property
-    def device_us(self) -> float:
-        """The kernels' own time (no host cost)."""
-        return sum(k.time_us for k in self.kernels)
-
-    @property
-    def time_us(self) -> float:
-        return self.host_us + self.device_us
-
-    def summary(self) -> dict:
-        return {"kernels": len(self.kernels), "bytes": self.bytes, "flops": self.flops,
-                "time_us": round(self.time_us, 3), "device_us": round(self.device_us, 3)}
-
-    def explain(self) -> str:
-        lines = [f"{len(self.kernels)} kernels, {self.bytes / 1e6:.3f} MB, {self.flops / 1e6:.3f} MFLOP, "
-                 f"{self.time_us:.1f} us (host {self.host_us:.0f} us)"]
-        for i, k in enumerate(self.kernels):
-            ops = ", ".join(_counted(k.ops))
-            again = f", recomputing {k.recomputed} values of other kernels" if k.recomputed else ""
-            lines.append(f"  kernel {i} [{k.kind}]: read {k.bytes_read / 1e6:.3f} MB, write "
-                         f"{k.bytes_written / 1e6:.3f} MB, {k.flops / 1e6:.3f} MFLOP, {k.time_us:.1f} us{again}: {ops}")
-        return "\n".join(lines)
-
-
-def _counted(ops):
-    counts: dict[str, int] = {}
-    for op in ops:
-        counts[op] = counts.get(op, 0) + 1
-    return [f"{op}×{n}" if n > 1 else op for op, n in counts.items()]
-
-
-class EstimateCut(Exception):
-    """An estimate stopped at ``CostModel.until``: no reading of the candidate."""
+PARTIAL_ROWS = 132  # an inner-outer kernel's partial results: about one row per SM (H200)
 
 
 class CostModel:
-    until: float | None = None          # a perf_counter time an estimate stops at (EstimateCut)
-    recompute: bool = True              # estimate's default: candidates eqsat lowers recompute chains
-
-    def __init__(self, profile: Profile, extents: dict[int, int],
-                 links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
-                 outputs: set[int] | None = None, aliased: int = 0, inner: dict[int, int] | None = None,
-                 alias_segments: int = 0, output_count: int | None = None, shape_only=frozenset()):
+    def __init__(
+        self,
+        profile: Profile,
+        extents: dict[int, int],
+        links: dict[int, tuple[str, tuple[int, ...]]] | None = None,
+        outputs: set[int] | None = None,
+        aliased: int = 0,
+        inner: dict[int, int] | None = None,
+        alias_segments: int = 0,
+        output_count: int | None = None,
+        shape_only=frozenset(),
+        recompute: bool = True,
+    ):
+        self.recompute = recompute  # estimate's default: candidates eqsat lowers recompute chains
         self.profile = profile
-        self.extents = extents          # label bit -> extent
-        self.links = links or {}        # kept op's output class -> (op, input classes)
-        self.outputs = outputs          # the fusion's output classes (None: every root)
-        self.aliased = aliased          # outputs written into an input (add_output(t, alias))
-        self.inner = inner or {}        # class -> the label of its innermost (last logical) dim
+        self.extents = extents  # label bit -> extent
+        self.links = links or {}  # kept op's output class -> (op, input classes)
+        self.outputs = outputs  # the fusion's output classes (None: every root)
+        self.aliased = aliased  # outputs written into an input (add_output(t, alias))
+        self.inner = inner or {}  # class -> the label of its innermost (last logical) dim
         # segments of views the host runs (outputs that view a value: eqsat.ir.layout.alias_output_sources)
         self.alias_segments = alias_segments
         # the fusion's outputs, for the host cost (outputs that view one value are one class)
@@ -232,13 +103,14 @@ class CostModel:
             if node is None or node.op != "Leaf":
                 continue
             ins = tuple(k for k in ins if k in nodes)
-            if op in BARRIERS:
+            kept = Kept[op]
+            if kept in BARRIERS:
                 barriers[c] = ins
                 continue
             attrs = node.attrs
-            if op == "welford":             # a reduction: its attrs are the labels it reduces
+            if kept in REDUCING:  # welford: its attrs are the labels it reduces
                 attrs = (labels_of(nodes, ins) & ~node.labels,)
-            out[c] = GNode(f"Kept:{op}", attrs, ins, node.labels, node.dtype)
+            out[c] = GNode(kept, attrs, ins, node.labels, node.dtype)
         return out, barriers
 
     def numel(self, mask: int) -> int:
@@ -266,14 +138,23 @@ class CostModel:
             return nodes[node.kids[0]].labels
         return node.labels
 
-    def check_deadline(self) -> None:
-        """Raise :class:`EstimateCut` once ``until`` has passed."""
-        if self.until is not None and time.perf_counter() > self.until:
-            raise EstimateCut("the deadline passed during an estimate")
+    def with_recompute(self, recompute: bool) -> "CostModel":
+        """This model with another default for ``estimate``'s ``recompute``."""
+        other = copy.copy(self)
+        other.recompute = recompute
+        return other
 
-    def estimate(self, nodes: dict, roots: list[int], links: dict | None = None,
-                 outputs: set[int] | None = None, inner: dict[int, int] | None = None,
-                 recompute: bool | None = None, shape_only=None) -> Estimate:
+    def estimate(
+        self,
+        nodes: dict,
+        roots: list[int],
+        links: dict | None = None,
+        outputs: set[int] | None = None,
+        inner: dict[int, int] | None = None,
+        recompute: bool | None = None,
+        shape_only=None,
+        deadline: Deadline = NEVER,
+    ) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
         ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
         id, if not the model's own (which are by e-class). ``recompute`` (default the model's
@@ -281,14 +162,23 @@ class CostModel:
         it would read from another kernel where that is cheaper (the segmenter's
         ``recomputed_chains``; ``Estimate.recomputed`` says which); False for a definition run
         as written. ``shape_only`` (default the model's own): roots only a shape query reads,
-        which no kernel writes."""
+        which no kernel writes. Raises :class:`eqsat.deadline.Cut` where the ``deadline`` passes
+        before it ends."""
         inner = self.inner if inner is None else inner
         outputs = self.outputs if outputs is None else outputs
         recompute = self.recompute if recompute is None else recompute
         nodes, order, sinks, barriers = self._reading(nodes, roots, links, outputs)
         sinks -= self.shape_only if shape_only is None else set(shape_only)
-        segmenter = Segmenter(self, nodes, order, sinks, barriers, inner,
-                              set(outputs) if outputs is not None else set(roots))
+        segmenter = Segmenter(
+            self,
+            nodes,
+            order,
+            sinks,
+            barriers,
+            inner,
+            set(outputs) if outputs is not None else set(roots),
+            deadline,
+        )
         segmenter.merge()
         segments = segmenter.segments()
         est = self._priced(segments, segmenter, {})
@@ -297,29 +187,40 @@ class CostModel:
             again = self._priced(segments, segmenter, plans)
             if again.device_us < est.device_us:
                 est = again
-                est.recomputed = [Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
-                                  for i, cone in sorted(plans.items())]
+                est.recomputed = [
+                    Recomputation(frozenset(cone), self._readers(segments[i], cone, segmenter))
+                    for i, cone in sorted(plans.items())
+                ]
         est.kernels.sort(key=lambda k: -k.time_us)
         self._describe(est, nodes, barriers, links, set(roots if outputs is None else outputs), inner)
-        compute = segmenter.compute
-        if compute or self.aliased:
-            est.host_us = self.profile.host.cost_us(
-                segments=len(est.kernels) + self.alias_segments, inputs=sum(nodes[n].op == "Leaf" for n in order),
-                outputs=self.output_count if self.output_count is not None
-                else len(outputs) if outputs is not None else len(roots),
-                ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
-                resizes=sum(nodes[m].op in RESIZES for m in compute),
-                grids=sum(k.kind == "grid_reduction" for k in est.kernels))
+        if segmenter.compute or self.aliased:
+            output_count = self.output_count
+            if output_count is None:
+                output_count = len(outputs) if outputs is not None else len(roots)
+            est.host_us = self._host_us(est, nodes, order, segmenter.compute, output_count)
         return est
 
-    def _describe(self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set,
-                  inner: dict) -> None:
+    def _host_us(self, est: Estimate, nodes: dict, order: list[int], compute, output_count: int) -> float:
+        """The host's cost of one ``execute`` of the kernels of ``est``."""
+        return self.profile.host.cost_us(
+            segments=len(est.kernels) + self.alias_segments,
+            inputs=sum(nodes[n].op == "Leaf" for n in order),
+            outputs=output_count,
+            ops=len(compute) + sum(len(r.cone) for r in est.recomputed),
+            resizes=sum(nodes[m].op in RESIZES for m in compute),
+            grids=sum(k.kind.grid for k in est.kernels),
+        )
+
+    def _describe(
+        self, est: Estimate, nodes: dict, barriers: dict, links: dict | None, outputs: set, inner: dict
+    ) -> None:
         """Fill ``est.tensors`` (each tensor its kernels read or write) and ``est.barriers``
         (the ops outside the kernels: ``barriers``, output -> inputs, named by ``links`` or as
         the ``segment_set`` cuts they are). Shapes take one extent per axis, innermost last."""
         ops = self.links if links is None else links
-        est.barriers = {c: (ops[c][0] if c in ops else "segment_set", tuple(ins))
-                        for c, ins in barriers.items()}
+        est.barriers = {
+            c: (ops[c][0] if c in ops else "segment_set", tuple(ins)) for c, ins in barriers.items()
+        }
         written = {n for k in est.kernels for n in k.writes}
         todo = [n for k in est.kernels for n in (*k.reads, *k.writes)]
         todo += [n for c, ins in barriers.items() for n in (c, *ins) if n in nodes and not nodes[n].is_scalar]
@@ -328,7 +229,7 @@ class CostModel:
             if n in est.tensors:
                 continue
             node = nodes[n]
-            known = node.labels >= 0     # an opaque op's output has no labels analysis: no shape
+            known = node.labels >= 0  # an opaque op's output has no labels analysis: no shape
             axes = sorted(bits(node.labels), key=lambda b: (b == inner.get(n), b)) if known else []
             source, of = None, ()
             if n in written:
@@ -337,13 +238,18 @@ class CostModel:
                 source = est.barriers[n][0]
             elif node.op == "Leaf":
                 source = "input"
-            else:       # a value no kernel writes (a view, such as a reshape): made of its inputs
-                source = node.op.removeprefix("Kept:")
+            else:  # a value no kernel writes (a view, such as a reshape): made of its inputs
+                source = node.op.op if isinstance(node.op, Kept) else node.op
                 of = tuple(k for k in node.kids if k in nodes and not nodes[k].is_scalar)
                 todo += of
-            est.tensors[n] = Tensor(DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
-                                    tuple(self.extents.get(b, 1) for b in axes) if known else None,
-                                    self.nbytes(node) if known else 0, n in outputs, source, of=of)
+            est.tensors[n] = Tensor(
+                DTYPES[node.dtype].name if 0 <= node.dtype < len(DTYPES) else "?",
+                tuple(self.extents.get(b, 1) for b in axes) if known else None,
+                self.nbytes(node) if known else 0,
+                n in outputs,
+                source,
+                of=of,
+            )
 
     def _priced(self, segments: list[Segment], segmenter: Segmenter, plans: dict[int, set[int]]) -> Estimate:
         """The kernels of ``segments`` priced, segment ``i`` recomputing ``plans[i]``."""
@@ -361,8 +267,9 @@ class CostModel:
     def _readers(segment: Segment, cone: set[int], segmenter: Segmenter) -> frozenset:
         """The members of ``segment`` that read a node of ``cone`` (what the copy feeds)."""
         nodes, privatized = segmenter.nodes, segmenter.privatized
-        return frozenset(m for m in segment.members
-                         if any(privatized.get(k, k) in cone for k in nodes[m].kids))
+        return frozenset(
+            m for m in segment.members if any(privatized.get(k, k) in cone for k in nodes[m].kids)
+        )
 
     def _reading(self, nodes, roots, links, outputs) -> tuple[dict, list[int], set[int], dict]:
         """The candidate as the segmenter reads it: its nodes (kept ops linked to their inputs
@@ -377,8 +284,8 @@ class CostModel:
                 # no output needs (dead code) costs nothing
                 sinks = live_sinks(linked, barriers, outputs) if outputs is not None else set(roots)
                 return linked, topological(linked, sorted(sinks)), sinks, barriers
-            except ValueError:          # a kept op's input made equal to its output: unlinked
-                pass                    # (the barriers stay: their leaves are still read)
+            except ValueError:  # a kept op's input made equal to its output: unlinked
+                pass  # (the barriers stay: their leaves are still read)
         return nodes, topological(nodes, roots), set(roots), barriers
 
     @staticmethod
@@ -389,24 +296,39 @@ class CostModel:
         cuts = {c: n for c, n in nodes.items() if n.op in BARRIER_TERMS}
         if not cuts:
             return nodes, links
-        return ({**nodes, **{c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}},
-                {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
+        leaves = {c: GNode("Leaf", ("segment_set",), (), n.labels, n.dtype) for c, n in cuts.items()}
+        return ({**nodes, **leaves}, {**links, **{c: ("segment_set", n.kids) for c, n in cuts.items()}})
 
-    def _price(self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(),
-               recomputed_in=None) -> Kernel:
+    def _price(
+        self, segment: Segment, segmenter: Segmenter, recomputed=frozenset(), recomputed_in=None
+    ) -> Kernel:
         """The kernel of ``segment``, recomputing ``recomputed`` (``recomputed_in``: node -> the
         kernels that recompute it); an inner-outer kernel's outer reduction goes through per-block
         partial results (written and read back, about one row of them per SM) and a second
         launch, and takes the kind's ``inner_outer_row_ns`` per row it reduces."""
-        k = self._kernel(segment.kind, segmenter.nodes, segment.members, segment.part_of, segment.kernel,
-                         segmenter.consumers, segmenter.sinks, segmenter.factories, segment.extra_reads,
-                         segmenter.privatized, recomputed, recomputed_in)
+        k = self._kernel(
+            segment.kind,
+            segmenter.nodes,
+            segment.members,
+            segment.part_of,
+            segment.kernel,
+            segmenter.consumers,
+            segmenter.sinks,
+            segmenter.factories,
+            segment.extra_reads,
+            segmenter.privatized,
+            recomputed,
+            recomputed_in,
+        )
         if segment.partials:
             consts = self.profile.kinds[segment.kind]
             partial = 2 * PARTIAL_ROWS * sum(self.nbytes(segmenter.nodes[m]) for m in segment.partials)
             k.time_us += consts.launch_us + partial / (consts.bandwidth_GBps * 1e3)
-            k.time_us += consts.inner_outer_row_ns * 1e-3 * max(self.rows_reduced(segmenter.nodes, m)
-                                                                for m in segment.partials)
+            k.time_us += (
+                consts.inner_outer_row_ns
+                * 1e-3
+                * max(self.rows_reduced(segmenter.nodes, m) for m in segment.partials)
+            )
         return k
 
     def rows_reduced(self, nodes: dict, m) -> int:
@@ -416,11 +338,27 @@ class CostModel:
     def _alias_copies(self) -> list[Kernel]:
         """An output written into an input (``add_output(t, alias)``): nvFuser copies it in a
         segment of its own."""
-        return [Kernel("pointwise", ["alias-copy"], 0, 0, 0.0, self.profile.kinds["pointwise"].launch_us)
-                for _ in range(self.aliased)]
+        pointwise = KernelKind.POINTWISE
+        return [
+            Kernel(pointwise, ["alias-copy"], 0, 0, 0.0, self.profile.kinds[pointwise].launch_us)
+            for _ in range(self.aliased)
+        ]
 
-    def _kernel(self, kind, nodes, ms, group_of, g, consumers, sinks, factories, extra_reads=(),
-                privatized=None, recomputed=frozenset(), recomputed_in=None) -> Kernel:
+    def _kernel(
+        self,
+        kind,
+        nodes,
+        ms,
+        group_of,
+        g,
+        consumers,
+        sinks,
+        factories,
+        extra_reads=(),
+        privatized=None,
+        recomputed=frozenset(),
+        recomputed_in=None,
+    ) -> Kernel:
         """One kernel of ``ms`` (members of group ``g`` of ``group_of``): what it reads (besides
         ``extra_reads``: values it recomputes from) and writes, its arithmetic, and its time with
         the constants of ``kind``; ``privatized``: privatized upcasts (the segmenter's
@@ -432,18 +370,16 @@ class CostModel:
             ms = _live(ms, g, group_of, consumers, sinks, recomputed_in)
         ms_set = set(ms) | recomputed
         reads, written = set(extra_reads), set()
-        gathered: dict[int, int] = {}       # read only by indexing ops: the bytes they gather
-        draws = {m for m in ms_set if nodes[m].op in DRAWS}     # random draws it computes
+        gathered: dict[int, int] = {}  # read only by indexing ops: the bytes they gather
+        draws = {m for m in ms_set if nodes[m].op in DRAWS}  # random draws it computes
         flops = 0.0
         for m in [*ms, *sorted(recomputed)]:
             node = nodes[m]
-            weight = self.profile.special_function_weight if node.op in SPECIAL else \
-                0.0 if node.op in FREE else 1.0
-            flops += self.numel(self.space(nodes, m)) * weight
+            flops += self.numel(self.space(nodes, m)) * self._weight(node.op)
             for i, k in enumerate(node.kids):
-                k = privatized.get(k, k) if privatized else k      # a privatized upcast: its input is read
+                k = privatized.get(k, k) if privatized else k  # a privatized upcast: its input is read
                 if k in factories and nodes[k].op in DRAWS:
-                    draws.add(k)                                   # drawn again in this kernel
+                    draws.add(k)  # drawn again in this kernel
                 if k not in ms_set and group_of.get(k) != g and not nodes[k].is_scalar and k not in factories:
                     if i == 0 and node.op in INDEXING_TERMS:
                         gathered[k] = gathered.get(k, 0) + self.gathered_bytes(node, nodes[k])
@@ -451,9 +387,24 @@ class CostModel:
                         reads.add(k)
             if m in recomputed:
                 continue
-            if m in sinks or any(group_of.get(c) != g and group_of.get(c) not in recomputed_in.get(m, ())
-                                 for c in consumers.get(m, ())):
+            if m in sinks or any(
+                group_of.get(c) != g and group_of.get(c) not in recomputed_in.get(m, ())
+                for c in consumers.get(m, ())
+            ):
                 written.add(m)
+        return self._timed_kernel(kind, nodes, ms, reads, gathered, written, flops, draws, len(recomputed))
+
+    def _weight(self, op: str) -> float:
+        """An op's arithmetic per element: a special function's weight, none for a free op."""
+        if op in SPECIAL_TERMS:
+            return self.profile.special_function_weight
+        return 0.0 if op in FREE_TERMS else 1.0
+
+    def _timed_kernel(self, kind, nodes, ms, reads, gathered, written, flops, draws, recomputed) -> Kernel:
+        """The kernel of members ``ms`` that reads ``reads`` (and ``gathered``: node -> the bytes
+        indexing ops gather of it), writes ``written``, computes ``flops`` and draws ``draws``,
+        timed with ``kind``'s constants: its launch, then its bytes or its arithmetic, the
+        longer."""
         consts = self.profile.kinds[kind]
         read = {r: self.nbytes(nodes[r]) for r in reads}
         read.update((k, min(b, self.nbytes(nodes[k]))) for k, b in gathered.items() if k not in reads)
@@ -463,9 +414,19 @@ class CostModel:
         memory_us = (rbytes + wbytes) / (consts.bandwidth_GBps * 1e3)
         compute_us = flops / (consts.gflops * 1e3) + self._draw_us(consts, nodes, ms, draws)
         t = consts.launch_us + max(memory_us, compute_us)
-        return Kernel(kind, [nodes[m].op for m in ms], rbytes, wbytes, flops, t, len(recomputed), read, write,
-                      "compute" if compute_us > memory_us else "memory",
-                      sum(self.numel(nodes[d].labels) for d in draws))
+        return Kernel(
+            kind,
+            [nodes[m].op for m in ms],
+            rbytes,
+            wbytes,
+            flops,
+            t,
+            recomputed,
+            read,
+            write,
+            "compute" if compute_us > memory_us else "memory",
+            sum(self.numel(nodes[d].labels) for d in draws),
+        )
 
     def _draw_us(self, consts, nodes, ms, draws) -> float:
         """The time a kernel of ``consts``'s kind takes to draw ``draws`` (random ops): the
@@ -489,13 +450,18 @@ def _live(ms, g, group_of, consumers, sinks, recomputed_in) -> list:
     code in the lowered definition (each kernel has its own copy of the chain)."""
     live: set = set()
     grew = True
-    while grew:                      # members come in merge order, not topological order
+    while grew:  # members come in merge order, not topological order
         grew = False
         for m in ms:
-            if m not in live and (m in sinks or any(
-                    c in live if group_of.get(c) == g else
-                    group_of.get(c) is not None and group_of.get(c) not in recomputed_in.get(m, ())
-                    for c in consumers.get(m, ()))):
+            if m not in live and (
+                m in sinks
+                or any(
+                    c in live
+                    if group_of.get(c) == g
+                    else group_of.get(c) is not None and group_of.get(c) not in recomputed_in.get(m, ())
+                    for c in consumers.get(m, ())
+                )
+            ):
                 live.add(m)
                 grew = True
     return [m for m in ms if m in live]

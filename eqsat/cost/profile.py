@@ -2,13 +2,16 @@
 
 A profile is a JSON file (``bench/calibrate.py`` writes one); the package ships
 ``profiles/h200_host_fit.json`` (the default) and ``profiles/h200.json``. Its ``kinds`` hold the
-constants of each kernel kind (:data:`KINDS`); one written before ``grid_reduction`` or
-``outer_reduction`` was told apart from ``reduction`` gives it the reduction's. Its optional ``error`` table (``eqsat.cost.error_table``;
-``bench/corpus.py --fit-error`` writes it) is the model's measured error, the margin a rewrite's
-predicted saving must exceed.
+constants of each kernel kind (:class:`KernelKind`, one row per kind); one written before a
+kind was told apart from another (``grid_reduction`` and ``outer_reduction`` from
+``reduction``) gives it that one's (the kind's ``fallback``). Its optional ``error`` table
+(``eqsat.cost.error_table``; ``bench/corpus.py --fit-error`` writes it) is the model's measured
+error, the margin a rewrite's predicted saving must exceed.
 """
+
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import dataclass, replace
@@ -18,10 +21,42 @@ from eqsat.errors import FusionError
 
 from .error_table import ErrorTable, real_number
 
-KINDS = ("pointwise", "reduction", "outer_reduction", "grid_reduction", "normalization")
-# a kind a profile may leave out, and the kind whose constants it then takes (profiles written
-# before the kind was told apart)
-FALLBACK_KINDS = {"grid_reduction": "reduction", "outer_reduction": "reduction"}
+
+class KernelKind(enum.StrEnum):
+    """The kind of a predicted kernel: which of nvFuser's schedulers runs it, and so which of a
+    profile's constants price it. Each member is one row: its name (as profiles and reports
+    write it); ``fallback``, the kind whose constants a profile that leaves this one out gives
+    it (written before the two were told apart; None: a profile must give it); ``color``, its
+    boxes' fill in a drawing (``eqsat.cost.drawing``); ``grid``, whether its blocks combine
+    through global memory, each such kernel costing the host a kernel that zeroes its
+    semaphores (``HostConstants.per_grid_us``)."""
+
+    color: str
+    grid: bool
+
+    def __new__(cls, name: str, fallback: str | None, color: str, grid: bool = False):
+        member = str.__new__(cls, name)
+        member._value_ = name
+        member._fallback_name = fallback
+        member.color = color
+        member.grid = grid
+        return member
+
+    # fmt: off
+    #                  name               fallback      color       grid
+    POINTWISE =        "pointwise",       None,         "#dbeafe"
+    REDUCTION =        "reduction",       None,         "#dcfce7"
+    OUTER_REDUCTION =  "outer_reduction", "reduction",  "#d1fae5"
+    GRID_REDUCTION =   "grid_reduction",  "reduction",  "#ffedd5",  True
+    NORMALIZATION =    "normalization",   None,         "#ede9fe"
+    # fmt: on
+
+    @property
+    def fallback(self) -> KernelKind | None:
+        """The kind whose constants a profile that leaves this one out gives it (None: none)."""
+        return KernelKind(self._fallback_name) if self._fallback_name else None
+
+
 # a kind's constants a profile may leave out (0: none): fitted by hand on recorded runs, not by
 # bench/calibrate.py's microbenchmarks, which carry them over from the default profile
 HAND_FITTED = ("draw_ps", "draw_row_ns", "inner_outer_row_ns")
@@ -64,24 +99,38 @@ class HostConstants:
     per_resize_us: float = 0.0
     per_grid_us: float = 0.0
 
-    def cost_us(self, segments: int, inputs: int, outputs: int, ops: int, resizes: int,
-                grids: int = 0) -> float:
-        return (self.base_us + self.per_segment_us * segments + self.per_input_us * inputs
-                + self.per_output_us * outputs + self.per_op_us * ops + self.per_resize_us * resizes
-                + self.per_grid_us * grids)
+    def cost_us(
+        self, segments: int, inputs: int, outputs: int, ops: int, resizes: int, grids: int = 0
+    ) -> float:
+        return (
+            self.base_us
+            + self.per_segment_us * segments
+            + self.per_input_us * inputs
+            + self.per_output_us * outputs
+            + self.per_op_us * ops
+            + self.per_resize_us * resizes
+            + self.per_grid_us * grids
+        )
 
 
-HOST_FIELDS = ("base_us", "per_segment_us", "per_input_us", "per_output_us", "per_op_us", "per_resize_us",
-               "per_grid_us")
+HOST_FIELDS = (
+    "base_us",
+    "per_segment_us",
+    "per_input_us",
+    "per_output_us",
+    "per_op_us",
+    "per_resize_us",
+    "per_grid_us",
+)
 
 
 @dataclass(frozen=True)
 class Profile:
     name: str
     host: HostConstants
-    kinds: dict[str, KindConstants]
+    kinds: dict[KernelKind, KindConstants]
     special_function_weight: float = 4.0
-    error: ErrorTable | None = None      # the measured error by kernel count and time (None: none measured)
+    error: ErrorTable | None = None  # the measured error by kernel count and time (None: none measured)
 
     @property
     def host_us(self) -> float:
@@ -102,16 +151,7 @@ class Profile:
         try:
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON object was expected, got a {type(data).__name__}")
-            kinds = {k: _kind(k, v) for k, v in data["kinds"].items()}
-            for k, instead in FALLBACK_KINDS.items():
-                if k not in kinds and instead in kinds:
-                    kinds[k] = kinds[instead]
-            unknown = sorted(set(kinds) - set(KINDS))
-            if unknown:
-                raise ValueError(f"kinds has unknown kinds {unknown}; known: {', '.join(KINDS)}")
-            missing = [k for k in KINDS if k not in kinds]
-            if missing:
-                raise KeyError(f"kinds.{missing[0]}")
+            kinds = _kinds(data["kinds"])
             host = _host(data)
             error = None
             if data.get("error") is not None:
@@ -119,13 +159,33 @@ class Profile:
                     error = ErrorTable.from_dict(data["error"])
                 except KeyError as err:
                     raise KeyError(f"error.{err.args[0]}") from None
-            weight = real_number(data.get("special_function_weight", 4.0), "special_function_weight",
-                                 positive=True)
+            weight = real_number(
+                data.get("special_function_weight", 4.0), "special_function_weight", positive=True
+            )
             return cls(str(data.get("name", where)), host, kinds, weight, error)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise FusionError(f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
-                              f"kinds.{{{','.join(KINDS)}}}.{{launch_us,bandwidth_GBps,gflops[,{','.join(HAND_FITTED)}]}} and "
-                              f"optionally an error table (eqsat.cost.error_table)") from None
+            raise FusionError(
+                f"{where}: not a cost-model profile ({err}); expected host (or host_us), "
+                f"kinds.{{{','.join(KernelKind)}}}.{{launch_us,bandwidth_GBps,gflops"
+                f"[,{','.join(HAND_FITTED)}]}} and "
+                f"optionally an error table (eqsat.cost.error_table)"
+            ) from None
+
+
+def _kinds(given: dict) -> dict[KernelKind, KindConstants]:
+    """``kinds``: every kernel kind's constants, each kind's ``fallback`` standing in for a kind
+    left out; an unknown kind is an error."""
+    kinds = {k: _kind(k, v) for k, v in given.items()}
+    for kind in KernelKind:
+        if kind.fallback is not None and kind not in kinds and kind.fallback in kinds:
+            kinds[kind] = kinds[kind.fallback]
+    unknown = sorted(set(kinds) - set(KernelKind))
+    if unknown:
+        raise ValueError(f"kinds has unknown kinds {unknown}; known: {', '.join(KernelKind)}")
+    missing = [k for k in KernelKind if k not in kinds]
+    if missing:
+        raise KeyError(f"kinds.{missing[0]}")
+    return {KernelKind(k): c for k, c in kinds.items()}
 
 
 def _kind(name: str, given: dict) -> KindConstants:
@@ -137,8 +197,13 @@ def _kind(name: str, given: dict) -> KindConstants:
         if f not in given:
             raise KeyError(f"kinds.{name}.{f}")
     rates = ("bandwidth_GBps", "gflops")
-    return KindConstants(**{f: real_number(given[f], f"kinds.{name}.{f}", positive=f in rates)
-                            for f in ("launch_us", *rates, *HAND_FITTED) if f in given})
+    return KindConstants(
+        **{
+            f: real_number(given[f], f"kinds.{name}.{f}", positive=f in rates)
+            for f in ("launch_us", *rates, *HAND_FITTED)
+            if f in given
+        }
+    )
 
 
 def _host(data: dict) -> HostConstants:
@@ -157,7 +222,7 @@ def _host(data: dict) -> HostConstants:
     return HostConstants(**values)
 
 
-PACKAGED = ("h200_host_fit", "h200")      # profiles/NAME.json; the first is the default
+PACKAGED = ("h200_host_fit", "h200")  # profiles/NAME.json; the first is the default
 
 
 def load_profile(profile=None) -> Profile:
@@ -171,8 +236,10 @@ def load_profile(profile=None) -> Profile:
     if isinstance(profile, dict):
         return Profile.from_dict(profile)
     if not isinstance(profile, (str, os.PathLike)):
-        raise FusionError(f"a profile is the name of a packaged one ({', '.join(PACKAGED)}), a path, a dict "
-                          f"or a Profile, not a {type(profile).__name__}")
+        raise FusionError(
+            f"a profile is the name of a packaged one ({', '.join(PACKAGED)}), a path, a dict "
+            f"or a Profile, not a {type(profile).__name__}"
+        )
     path = os.fspath(profile)
     try:
         with open(path, encoding="utf-8") as f:
@@ -180,8 +247,9 @@ def load_profile(profile=None) -> Profile:
     except RecursionError:
         raise FusionError("cannot read profile: its JSON is nested too deeply", filename=path) from None
     except UnicodeDecodeError as err:
-        raise FusionError(f"cannot read profile: it is not UTF-8 text (byte {err.start}: {err.reason})",
-                          filename=path) from None
-    except (OSError, ValueError) as err:          # json.JSONDecodeError is a ValueError
+        raise FusionError(
+            f"cannot read profile: it is not UTF-8 text (byte {err.start}: {err.reason})", filename=path
+        ) from None
+    except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
         raise FusionError(f"cannot read profile: {err}", filename=path) from None
     return Profile.from_dict(data, path)

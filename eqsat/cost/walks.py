@@ -1,5 +1,6 @@
 """Walks over a candidate: a DAG of nodes with ``kids`` (node ids), keyed by id. Shared by the
 cost model's segmentation and the extractor."""
+
 from __future__ import annotations
 
 
@@ -118,7 +119,7 @@ def reachable(pick: dict, roots: list[int]) -> dict:
             continue
         nodes[c] = pick[c]
         stack.extend(pick[c].kids)
-    topological(nodes, roots)                # raises on a cycle
+    topological(nodes, roots)  # raises on a cycle
     return nodes
 
 

@@ -10,6 +10,7 @@ This is what Thunder's rematerialization leaves behind: the backward recomputes 
 input what the forward computed from it, by the same calls (the logsumexp of a
 cross-entropy's logits, a norm's statistics), and the two appear here as one key.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -40,7 +41,7 @@ class ValueNumbering:
                 keys[vid] = self._intern(("input", input_keys[position[vid]]))
                 continue
             args = tuple((name, _keyed(value, keys)) for name, value in node.args)
-            if not deterministic(node):     # a value of its own, equal to nothing else
+            if not deterministic(node):  # a value of its own, equal to nothing else
                 args = (("unique", len(self._ids)),)
             for i, vid in enumerate(node.outputs):
                 keys[vid] = self._intern((node.op, node.opaque, args, i))
@@ -62,9 +63,9 @@ def _keyed(value: Any, keys: Mapping[int, int]) -> Any:
         return ("ref", keys[value.id])
     if isinstance(value, tuple):
         return tuple(_keyed(v, keys) for v in value)
-    if isinstance(value, float) and value != value:      # NaN: equal to itself as a constant
+    if isinstance(value, float) and value != value:  # NaN: equal to itself as a constant
         return ("nan",)
-    return (type(value).__name__, value)     # 1 and 1.0 and True are different constants
+    return (type(value).__name__, value)  # 1 and 1.0 and True are different constants
 
 
 def common_values(forward: Fusion, backward: Fusion, links: Mapping[int, int]) -> dict[int, int]:
@@ -73,8 +74,10 @@ def common_values(forward: Fusion, backward: Fusion, links: Mapping[int, int]) -
     constants are left out: only computed values are worth passing between the two."""
     numbering = ValueNumbering()
     fwd = numbering.number(forward, {i: ("forward", i) for i in range(len(forward.inputs))})
-    bwd = numbering.number(backward, {i: ("forward", links[i]) if i in links else ("backward", i)
-                                      for i in range(len(backward.inputs))})
+    bwd = numbering.number(
+        backward,
+        {i: ("forward", links[i]) if i in links else ("backward", i) for i in range(len(backward.inputs))},
+    )
     first: dict[int, int] = {}
     for vid, key in fwd.items():
         first.setdefault(key, vid)

@@ -23,11 +23,12 @@ The values passed are the forward's own: the backward reads what the forward com
 same calls, so the step computes the same function; the backward's floating-point results can
 differ in the last bits only where nvFuser reduces in another order, as in any rescheduling.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -37,14 +38,20 @@ from eqsat.frontend.ingest import ingest
 from eqsat.ir.axes import TensorType
 from eqsat.ir.dtypes import to_torch
 from eqsat.ir.fusion import Fusion
-from eqsat.optimize import DEFAULT_EXTENT, MIN_GAIN, OptimizedFusion, concrete_extents, estimate_fusion, \
-    optimize_fusion
+from eqsat.defaults import MIN_GAIN
+from eqsat.pipeline.context import concrete_extents
+from eqsat.pipeline.driver import OptimizedFusion, estimate, optimize
+from eqsat.pipeline.options import Options
 
 from .matching import common_values
 from .surgery import input_definition, with_inputs, with_outputs
 
 _BROADCASTS = ("broadcast", "broadcast_in_dim", "expand")
-EXHAUSTIVE = 4      # candidate sets scored one by one up to this many candidates; greedily above
+EXHAUSTIVE = 4  # candidate sets scored one by one up to this many candidates; greedily above
+# the least predicted saving of the pair over the two fusions optimized apart worth passing
+# values, where min_gain is not given: a fixed margin, since the profile's error table measures
+# the error on one fusion's saving, not on a pair's
+PAIR_MIN_GAIN = MIN_GAIN
 
 
 class LinkError(FusionError):
@@ -68,15 +75,17 @@ class SavedValue:
     backward_input: int
 
     def __str__(self) -> str:
-        return (f"{self.op} -> {self.dtype}{list(self.shape)}: forward output {self.forward_output}, "
-                f"backward input {self.backward_input}")
+        return (
+            f"{self.op} -> {self.dtype}{list(self.shape)}: forward output {self.forward_output}, "
+            f"backward input {self.backward_input}"
+        )
 
 
 @dataclass(frozen=True)
 class Variant:
     """One set of saved values and the pair's predicted time with it, as given (us)."""
 
-    saved: tuple[int, ...]          # backward value ids
+    saved: tuple[int, ...]  # backward value ids
     time_us: float
 
     def summary(self) -> dict:
@@ -97,13 +106,20 @@ class PairReport:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {"before_us": round(self.before_us, 3), "apart_us": round(self.apart_us, 3),
-                "after_us": round(self.after_us, 3), "saved": [str(s) for s in self.saved],
-                "variants": [v.summary() for v in self.variants], "notes": self.notes}
+        return {
+            "before_us": round(self.before_us, 3),
+            "apart_us": round(self.apart_us, 3),
+            "after_us": round(self.after_us, 3),
+            "saved": [str(s) for s in self.saved],
+            "variants": [v.summary() for v in self.variants],
+            "notes": self.notes,
+        }
 
     def __str__(self) -> str:
-        lines = [f"pair predicted: {self.before_us:.1f} us as given, {self.apart_us:.1f} us optimized apart, "
-                 f"{self.after_us:.1f} us kept"]
+        lines = [
+            f"pair predicted: {self.before_us:.1f} us as given, {self.apart_us:.1f} us optimized apart, "
+            f"{self.after_us:.1f} us kept"
+        ]
         lines += [f"saved: {s}" for s in self.saved] or ["saved: nothing"]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -120,7 +136,7 @@ class OptimizedPair:
     backward: OptimizedFusion
     saved: list[SavedValue]
     report: PairReport
-    forward_outputs: int        # the forward definition's own outputs (those added for saving follow)
+    forward_outputs: int  # the forward definition's own outputs (those added for saving follow)
 
     def backward_inputs(self, backward_inputs: Sequence[Any], forward_outputs: Sequence[Any]) -> list:
         """The optimized backward's inputs: the definition's own, then the saved values taken
@@ -128,90 +144,142 @@ class OptimizedPair:
         return [*backward_inputs, *(forward_outputs[s.forward_output] for s in self.saved)]
 
 
-def optimize_pair(forward: Any, backward: Any, links: Mapping[int, int], forward_inputs: Sequence[Any] | None = None,
-                  backward_inputs: Sequence[Any] | None = None, *, profile=None, min_gain: float | None = None,
-                  default_extent: int = DEFAULT_EXTENT, **options) -> OptimizedPair:
+def optimize_pair(
+    forward: Any,
+    backward: Any,
+    links: Mapping[int, int],
+    forward_inputs: Sequence[Any] | None = None,
+    backward_inputs: Sequence[Any] | None = None,
+    *,
+    options: Options | None = None,
+    **keywords,
+) -> OptimizedPair:
     """Optimize a forward and a backward fusion together (the module's docstring).
 
     ``links`` maps a backward input position to the forward input position it is the same
     tensor as (``{0: 0, 1: 1}``: the backward's first two inputs are the forward's). The inputs
-    give the extents, as in :func:`eqsat.optimize_fusion`, which takes ``options`` for each fusion.
-    Saved values are kept where the pair's predicted saving over the two fusions optimized
-    apart exceeds ``min_gain`` (a fraction; default ``MIN_GAIN``, 5%). ``verify`` is not
-    supported here: the two fusions are timed apart, not as a pair."""
-    if options.get("verify"):
-        raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
+    give the extents, as in :func:`eqsat.optimize_fusion`. ``options`` (an :class:`eqsat.Options`,
+    or its fields as keywords) are each fusion's; saved values are kept where the pair's
+    predicted saving over the two fusions optimized apart exceeds ``options.min_gain``
+    (a fraction; where None, ``PAIR_MIN_GAIN``, 5%, and each fusion's own margin is the cost
+    model's measured error). ``verify`` is not supported here: the two fusions are timed apart,
+    not as a pair."""
+    options = _pair_options(options, keywords)
     fwd, bwd = ingest(forward), ingest(backward)
     _check_links(fwd, bwd, links)
     own = len(fwd.outputs)
-    margin = MIN_GAIN if min_gain is None else min_gain
     common = common_values(fwd, bwd, links)
-    options = dict(options, profile=profile, default_extent=default_extent)
-
-    def optimized(fusion, inputs):
-        return optimize_fusion(fusion, inputs, min_gain=min_gain, **options)
-
-    apart = optimized(fwd, forward_inputs), optimized(bwd, backward_inputs)
+    apart = optimize(fwd, forward_inputs, options), optimize(bwd, backward_inputs, options)
     apart_us = sum(o.report.after.time_us for o in apart)
     before_us = sum(o.report.before.time_us for o in apart)
     report = PairReport(before_us, apart_us, apart_us)
-    unestimated = [f"the {what} ({'; '.join(o.report.notes) or 'no reading'})"
-                   for what, o in zip(("forward", "backward"), apart) if not o.report.estimated]
+    unestimated = [
+        f"the {what} ({'; '.join(o.report.notes) or 'no reading'})"
+        for what, o in zip(("forward", "backward"), apart)
+        if not o.report.estimated
+    ]
     if unestimated:
         report.notes.append(f"no cost-model estimate of {' or '.join(unestimated)}; nothing saved")
         return OptimizedPair(*apart, [], report, own)
-    extents = concrete_extents(bwd, backward_inputs, None, default_extent)
-    candidates = _candidates(bwd, common, extents)
+    pair = _Pair(fwd, bwd, common, (forward_inputs, backward_inputs), options)
+    candidates = _candidates(bwd, common, pair.extents)
     if not candidates:
         report.notes.append("the backward recomputes nothing small the forward computes")
         return OptimizedPair(*apart, [], report, own)
-
-    def variant(saved: tuple[int, ...]) -> tuple[Variant, Fusion, list[int], Fusion, list] | None:
-        """The set ``saved`` scored, the forward writing them (and which outputs they are),
-        the backward reading them and its inputs; None where a smaller set does as well."""
-        f, where = with_outputs(fwd, [common[v] for v in saved])
-        b = with_inputs(bwd, saved)
-        if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
-            return None         # a saved value the others make unneeded
-        extra = _saved_inputs(bwd, saved, extents, backward_inputs)
-        b_inputs = None if backward_inputs is None else [*backward_inputs, *extra]
-        t = estimate_fusion(f, forward_inputs, profile=profile, default_extent=default_extent).time_us + \
-            estimate_fusion(b, b_inputs, profile=profile, default_extent=default_extent).time_us
-        return Variant(saved, t), f, where, b, b_inputs
-
-    scored = _search(candidates, variant)
+    scored = _search(candidates, pair.variant)
     report.variants = [s[0] for s in scored]
     best = min(scored, key=lambda s: s[0].time_us, default=None)
     if best is None:
         report.notes.append("no set of saved values could be scored")
         return OptimizedPair(*apart, [], report, own)
+    return _best_or_apart(pair, best, apart, report, own, forward_inputs)
+
+
+def _pair_options(options: Options | None, keywords: dict) -> Options:
+    """optimize_pair's options: an Options or its fields as keywords, without verify."""
+    if options is not None and keywords:
+        raise TypeError("give optimize_pair an Options or its fields as keywords, not both")
+    if keywords.get("verify") or (options is not None and options.verify):
+        raise ValueError("optimize_pair does not take verify: it would time each fusion apart, not the pair")
+    return options if options is not None else Options(**keywords)
+
+
+def _best_or_apart(pair: "_Pair", best, apart, report: PairReport, own: int, forward_inputs) -> OptimizedPair:
+    """The best variant's two fusions optimized, where the pair's predicted saving over the
+    two optimized ``apart`` exceeds the margin; else the two apart."""
     v, f, where, b, b_inputs = best
-    pair = optimized(f, forward_inputs), optimized(b, b_inputs)
-    after_us = sum(o.report.after.time_us for o in pair)
+    options = pair.options
+    together = optimize(f, forward_inputs, options), optimize(b, b_inputs, options)
+    after_us = sum(o.report.after.time_us for o in together)
+    apart_us = report.apart_us
     saving = 1 - after_us / apart_us if apart_us > 0 else 0.0
+    margin = PAIR_MIN_GAIN if options.min_gain is None else options.min_gain
     if saving <= margin:
-        report.notes.append(f"saving {', '.join(_describe(bwd, s) for s in v.saved)} predicted {saving:.1%}, "
-                            f"not above the margin {margin:.0%}; the fusions are optimized apart")
+        report.notes.append(
+            f"saving {', '.join(_describe(pair.bwd, s) for s in v.saved)} predicted {saving:.1%}, "
+            f"not above the margin {margin:.0%}; the fusions are optimized apart"
+        )
         return OptimizedPair(*apart, [], report, own)
-    saved = []
-    for i, (s, o) in enumerate(zip(v.saved, where)):
-        shape, _, dtype = input_definition(bwd.types[s], _describe(bwd, s))   # as the backward reads it
-        saved.append(SavedValue(common[s], s, bwd.producer[s].op, str(dtype), shape, o, len(bwd.inputs) + i))
+    saved = [pair.saved_value(s, o, i) for i, (s, o) in enumerate(zip(v.saved, where))]
     report.after_us, report.saved = after_us, saved
-    return OptimizedPair(*pair, saved, report, own)
+    return OptimizedPair(*together, saved, report, own)
+
+
+class _Pair:
+    """The two definitions as given, the backward values the forward computes by the same
+    calls (backward value -> forward value), the inputs (forward, backward), the options, and
+    the backward's extents."""
+
+    def __init__(self, fwd: Fusion, bwd: Fusion, common: Mapping[int, int], inputs: tuple, options: Options):
+        self.fwd, self.bwd, self.values = fwd, bwd, common
+        self.forward_inputs, self.backward_inputs = inputs
+        self.options = options
+        self.scoring = options if options.extents is None else replace(options, extents=None)
+        self.extents = concrete_extents(bwd, self.backward_inputs, None, options.default_extent)
+
+    def variant(self, saved: tuple[int, ...]) -> tuple[Variant, Fusion, list[int], Fusion, list] | None:
+        """The set ``saved`` scored, the forward writing them (and which outputs they are),
+        the backward reading them and its inputs; None where a smaller set does as well."""
+        bwd = self.bwd
+        f, where = with_outputs(self.fwd, [self.values[v] for v in saved])
+        b = with_inputs(bwd, saved)
+        if any(not _used(b, i) for i in range(len(bwd.inputs), len(b.inputs))):
+            return None  # a saved value the others make unneeded
+        extra = _saved_inputs(bwd, saved, self.extents, self.backward_inputs)
+        b_inputs = None if self.backward_inputs is None else [*self.backward_inputs, *extra]
+        t = (
+            estimate(f, self.forward_inputs, self.scoring).time_us
+            + estimate(b, b_inputs, self.scoring).time_us
+        )
+        return Variant(saved, t), f, where, b, b_inputs
+
+    def saved_value(self, value: int, output: int, i: int) -> SavedValue:
+        """The backward value ``value``, saved as the forward's output ``output``, the ``i``-th saved."""
+        bwd = self.bwd
+        # its shape and dtype as the backward reads it
+        shape, _, dtype = input_definition(bwd.types[value], _describe(bwd, value))
+        return SavedValue(
+            self.values[value], value, bwd.producer[value].op, str(dtype), shape, output, len(bwd.inputs) + i
+        )
 
 
 def _check_links(fwd: Fusion, bwd: Fusion, links: Mapping[int, int]) -> None:
     for b, f in links.items():
         if not (0 <= b < len(bwd.inputs)) or not (0 <= f < len(fwd.inputs)):
-            raise LinkError(f"links: backward input {b} -> forward input {f} is out of range (the backward "
-                              f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})")
+            raise LinkError(
+                f"links: backward input {b} -> forward input {f} is out of range (the backward "
+                f"has {len(bwd.inputs)} inputs, the forward {len(fwd.inputs)})"
+            )
         tb, tf = bwd.types[bwd.inputs[b]], fwd.types[fwd.inputs[f]]
-        if getattr(tb, "dtype", None) != getattr(tf, "dtype", None) or \
-                getattr(tb, "rank", None) != getattr(tf, "rank", None):
-            raise LinkError(f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
-                              f"({_describe_type(tf)}): dtype and rank must agree",
-                              line=bwd.producer[bwd.inputs[b]].line, op="fd.define_tensor")
+        if getattr(tb, "dtype", None) != getattr(tf, "dtype", None) or getattr(tb, "rank", None) != getattr(
+            tf, "rank", None
+        ):
+            raise LinkError(
+                f"links: backward input {b} ({_describe_type(tb)}) cannot be forward input {f} "
+                f"({_describe_type(tf)}): dtype and rank must agree",
+                line=bwd.producer[bwd.inputs[b]].line,
+                op="fd.define_tensor",
+            )
 
 
 def _describe_type(t) -> str:
@@ -226,7 +294,7 @@ def _numel(t, extents: Mapping[int, int]) -> int | None:
 
 def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, int]) -> list[int]:
     """The common values worth saving (the module's docstring, step 2), in definition order."""
-    biggest: dict[int, int] = {}        # value -> elements of the largest input it is computed from
+    biggest: dict[int, int] = {}  # value -> elements of the largest input it is computed from
     for node in bwd.nodes:
         if node.is_input:
             biggest[node.outputs[0]] = _numel(bwd.types[node.outputs[0]], extents) or 0
@@ -241,10 +309,12 @@ def _candidates(bwd: Fusion, common: Mapping[int, int], extents: Mapping[int, in
             consumers.setdefault(r.id, []).append(node)
     outputs = {o.value for o in bwd.outputs}
     frontier = set()
-    for v in small - outputs:       # a backward output the forward computes: the caller has it already
-        if any(not small.issuperset(c.outputs) or outputs.intersection(c.outputs) for c in consumers.get(v, ())):
+    for v in small - outputs:  # a backward output the forward computes: the caller has it already
+        if any(
+            not small.issuperset(c.outputs) or outputs.intersection(c.outputs) for c in consumers.get(v, ())
+        ):
             while bwd.producer[v].op in _BROADCASTS and (u := next(bwd.producer[v].refs()).id) in small:
-                v = u           # save the value before it is broadcast; the backward broadcasts it
+                v = u  # save the value before it is broadcast; the backward broadcasts it
             frontier.add(v)
     return sorted(frontier)
 
@@ -257,7 +327,12 @@ def _search(candidates: list[int], variant) -> list:
         return [r for s in subsets if (r := variant(s)) is not None]
     scored, chosen, best = [], (), math.inf
     while True:
-        trials = [r for c in candidates if c not in chosen if (r := variant(tuple(sorted(chosen + (c,))))) is not None]
+        trials = [
+            r
+            for c in candidates
+            if c not in chosen
+            if (r := variant(tuple(sorted(chosen + (c,))))) is not None
+        ]
         scored += trials
         top = min(trials, key=lambda r: r[0].time_us, default=None)
         if top is None or top[0].time_us >= best:
@@ -267,7 +342,9 @@ def _search(candidates: list[int], variant) -> list:
 
 def _used(fusion: Fusion, position: int) -> bool:
     vid = fusion.inputs[position]
-    return any(r.id == vid for n in fusion.nodes for r in n.refs()) or any(o.value == vid for o in fusion.outputs)
+    return any(r.id == vid for n in fusion.nodes for r in n.refs()) or any(
+        o.value == vid for o in fusion.outputs
+    )
 
 
 def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequence[Any] | None) -> list:
@@ -275,8 +352,14 @@ def _saved_inputs(bwd: Fusion, saved, extents: Mapping[int, int], inputs: Sequen
     give the backward's extents; None without inputs."""
     if inputs is None:
         return []
-    return [torch.empty([1 if d.broadcast else extents[d.label] for d in bwd.types[v].dims],
-                        dtype=to_torch(bwd.types[v].dtype), device="meta") for v in saved]
+    return [
+        torch.empty(
+            [1 if d.broadcast else extents[d.label] for d in bwd.types[v].dims],
+            dtype=to_torch(bwd.types[v].dtype),
+            device="meta",
+        )
+        for v in saved
+    ]
 
 
 def _describe(fusion: Fusion, v: int) -> str:

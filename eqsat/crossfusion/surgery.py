@@ -1,5 +1,6 @@
 """Fusion surgery for passing values between fusions: a value made an extra output of one
 fusion, and read as an extra input by another instead of being computed there."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,16 +45,23 @@ def with_inputs(fusion: Fusion, values: Sequence[int]) -> Fusion:
     for v in values:
         node = fusion.producer.get(v)
         if node is None or node.is_input:
-            raise FusionError(f"value %{v} is {'an input' if node else 'not a value'} of the fusion; "
-                              "only a computed value can be replaced by an input")
+            raise FusionError(
+                f"value %{v} is {'an input' if node else 'not a value'} of the fusion; "
+                "only a computed value can be replaced by an input"
+            )
         shape, contiguity, dtype = input_definition(fusion.types[v], f"value %{v} (made by fd.ops.{node.op})")
-        args = (("shape", shape), ("contiguity", contiguity), ("dtype", dtype), ("is_cpu", False),
-                ("stride_order", None))
+        args = (
+            ("shape", shape),
+            ("contiguity", contiguity),
+            ("dtype", dtype),
+            ("is_cpu", False),
+            ("stride_order", None),
+        )
         new_inputs.append(Node("define_tensor", args, (placeholder[v],), (TENSOR,)))
     nodes = [_rename(n, placeholder) for n in fusion.nodes]
     outputs = [dataclasses.replace(o, value=placeholder.get(o.value, o.value)) for o in fusion.outputs]
     last_input = max((i for i, n in enumerate(nodes) if n.is_input), default=-1)
-    nodes[last_input + 1:last_input + 1] = new_inputs
+    nodes[last_input + 1 : last_input + 1] = new_inputs
     return _renumbered(_live(nodes, outputs), outputs, fusion.frontend)
 
 
@@ -87,7 +95,10 @@ def _renumbered(nodes: list[Node], outputs: list[Output], frontend) -> Fusion:
         for v in node.outputs:
             ids[v] = len(ids)
     nodes = [dataclasses.replace(_rename(n, ids), outputs=tuple(ids[v] for v in n.outputs)) for n in nodes]
-    outputs = [dataclasses.replace(o, value=ids[o.value],
-                                   alias_input=None if o.alias_input is None else ids[o.alias_input])
-               for o in outputs]
+    outputs = [
+        dataclasses.replace(
+            o, value=ids[o.value], alias_input=None if o.alias_input is None else ids[o.alias_input]
+        )
+        for o in outputs
+    ]
     return Fusion(tuple(nodes), tuple(outputs), frontend)

@@ -5,17 +5,66 @@ term's row of the table of terms (:data:`~.terms.TERMS`: its kind and its dtype 
 leaf's labels and dtype, and a generic op's (``Un``/``Bin``/``Tern``) dtype, are set when the
 e-graph is built.
 """
+
 from __future__ import annotations
 
 from egglog import String, eq, f64, i64, ne, rule, ruleset, set_, var
 
 from eqsat.ir.dtypes import DataType
 
-from .terms import BARRIER_TERMS, BOOLEAN_BINARY, DTYPE_CODE, TERMS, WEAK_FLOAT, WEAK_INT, TermSpec
-from .vocabulary import (CONSTRUCTORS, Abs, Add, Bin, Cast, Div, Exp, Extent, Int, Max, Maximum, Mean, Min,
-                         Minimum, Mul, Num, Pow, Prod, Recip, Relu, Rsqrt, Sigmoid, Sqrt, Sum, Term, Tern,
-                         Var, abs_dtype, cast_dtype, compute_dtype, drawn, dtype, float_code, floatify,
-                         floating, labels, no_negative_zero, nonempty_labels, nonneg, promote, sum_dtype)
+from .terms import (
+    BOOLEAN_BINARY,
+    DTYPE_CODE,
+    ELEMENTWISE_TERMS,
+    TERMS,
+    WEAK_FLOAT,
+    WEAK_INT,
+    TermKind,
+    TermSpec,
+)
+from .vocabulary import (
+    CONSTRUCTORS,
+    Abs,
+    Add,
+    Bin,
+    Cast,
+    Div,
+    Exp,
+    Extent,
+    Int,
+    Max,
+    Maximum,
+    Mean,
+    Min,
+    Minimum,
+    Mul,
+    Num,
+    Pow,
+    Prod,
+    Recip,
+    Relu,
+    Rsqrt,
+    Sigmoid,
+    Sqrt,
+    Sum,
+    Term,
+    Tern,
+    Var,
+    abs_dtype,
+    cast_dtype,
+    compute_dtype,
+    drawn,
+    dtype,
+    float_code,
+    floatify,
+    floating,
+    labels,
+    no_negative_zero,
+    nonempty_labels,
+    nonneg,
+    promote,
+    sum_dtype,
+)
 
 analysis = ruleset(name="analysis")
 
@@ -24,7 +73,9 @@ _SORTS = {"i64": i64, "f64": f64, "String": String}
 
 def _applied(spec: TermSpec):
     """``spec``'s constructor on fresh variables: (the term, its attribute variables, its kids)."""
-    attrs = [var(f"attr_{kind}{i}", _SORTS[sort]) for i, (kind, sort) in enumerate(zip(spec.attrs, spec.sorts))]
+    attrs = [
+        var(f"attr_{kind}{i}", _SORTS[sort]) for i, (kind, sort) in enumerate(zip(spec.attrs, spec.sorts))
+    ]
     kids = [var(f"kid{i}", Term) for i in range(spec.kids)]
     return CONSTRUCTORS[spec.name](*attrs, *kids), attrs, kids
 
@@ -35,17 +86,17 @@ def labels_rule(spec: TermSpec):
     term, attrs, kids = _applied(spec)
     kid_labels = [var(f"kid_labels{i}", i64) for i in range(len(kids))]
     query = [term, *(eq(la).to(labels(k)) for la, k in zip(kid_labels, kids))]
-    if spec.kind == "leaf":
+    if spec.kind is TermKind.LEAF:
         return None
-    if spec.kind == "scalar":
+    if spec.kind is TermKind.SCALAR:
         value = i64(0)
-    elif spec.kind == "axis":                 # the labels it names
+    elif spec.kind is TermKind.AXIS:  # the labels it names
         value = attrs[spec.attrs.index("labels")]
-    elif spec.kind == "reduction":            # the kid's labels less the reduced ones
+    elif spec.kind is TermKind.REDUCTION:  # the kid's labels less the reduced ones
         value = kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])
-    elif spec.kind == "take":                 # the indexed kid's labels less the indexed one, the index's
+    elif spec.kind is TermKind.TAKE:  # the indexed kid's labels less the indexed one, the index's
         value = (kid_labels[0] ^ (kid_labels[0] & attrs[spec.attrs.index("labels")])) | kid_labels[1]
-    else:                                      # pointwise: every label a kid varies along
+    else:  # pointwise: every label a kid varies along
         value = kid_labels[0]
         for la in kid_labels[1:]:
             value = value | la
@@ -76,8 +127,11 @@ def dtype_rule(spec: TermSpec):
             value = promoted
     else:
         table = {"compute": compute_dtype, "float": floatify, "sum": sum_dtype, "abs": abs_dtype}
-        lookup = (cast_dtype(attrs[spec.attrs.index("dtype")], kid_dtypes[0]) if spec.dtype == "cast"
-                  else table[spec.dtype](kid_dtypes[0]))
+        lookup = (
+            cast_dtype(attrs[spec.attrs.index("dtype")], kid_dtypes[0])
+            if spec.dtype == "cast"
+            else table[spec.dtype](kid_dtypes[0])
+        )
         query.append(eq(result).to(lookup))
         value = result
     return rule(*query).then(set_(dtype(term)).to(value))
@@ -98,8 +152,9 @@ def _generic_dtypes(p: Term, a: Term, b: Term, da: i64, db: i64, r: i64):
     comparisons and logical ops are Bool, a where its branches' promoted dtype."""
     for op in BOOLEAN_BINARY:
         yield rule(Bin(op, a, b)).then(set_(dtype(Bin(op, a, b))).to(i64(DTYPE_CODE[DataType.Bool])))
-    yield rule(Tern("where", p, a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)),
-               eq(r).to(promote(da, db))).then(set_(dtype(Tern("where", p, a, b))).to(r))
+    yield rule(
+        Tern("where", p, a, b), eq(da).to(dtype(a)), eq(db).to(dtype(b)), eq(r).to(promote(da, db))
+    ).then(set_(dtype(Tern("where", p, a, b))).to(r))
 
 
 @analysis.register
@@ -113,7 +168,7 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
     -inf, or an integer dtype's least value). The others hold for every dtype and
     extent (over an empty axis a min is +inf or the dtype's greatest value, a sum 0, a product
     1, a mean NaN)."""
-    for u in (Exp, Sqrt, Sigmoid):                 # floating results whatever the operand
+    for u in (Exp, Sqrt, Sigmoid):  # floating results whatever the operand
         yield rule(u(a)).then(nonneg(u(a)))
     # rsqrt(-0.0), 1/-0.0, x/-0.0 and pow(-0.0, -1) are -inf: >= 0 only without -0.0
     yield rule(Rsqrt(a), no_negative_zero(a)).then(nonneg(Rsqrt(a)))
@@ -123,7 +178,7 @@ def _signs(a: Term, b: Term, r: i64, c: i64, d: i64):
     for op in (Add, Mul):
         yield rule(op(a, b), nonneg(a), nonneg(b), floating(op(a, b))).then(nonneg(op(a, b)))
     yield rule(Pow(a, b), nonneg(a), no_negative_zero(a), floating(Pow(a, b))).then(nonneg(Pow(a, b)))
-    for op in (Maximum, Minimum):                  # no wrap-around
+    for op in (Maximum, Minimum):  # no wrap-around
         yield rule(op(a, b), nonneg(a), nonneg(b)).then(nonneg(op(a, b)))
     yield rule(Div(a, b), nonneg(a), nonneg(b), no_negative_zero(b)).then(nonneg(Div(a, b)))
     yield rule(Maximum(a, b), nonneg(a)).then(nonneg(Maximum(a, b)))
@@ -169,7 +224,8 @@ def _zero_signs(a: Term, b: Term, r: i64, d: i64, f: f64, n: i64, la: i64):
     yield rule(Add(a, b), no_negative_zero(b), *full).then(no_negative_zero(Add(a, b)))
     for op in (Add, Mul, Div):
         yield rule(op(a, b), nonneg(a), nonneg(b), no_negative_zero(a), no_negative_zero(b)).then(
-            no_negative_zero(op(a, b)))
+            no_negative_zero(op(a, b))
+        )
     for op in (Maximum, Minimum):
         yield rule(op(a, b), no_negative_zero(a), no_negative_zero(b)).then(no_negative_zero(op(a, b)))
     for u in (Sqrt, Relu):
@@ -190,7 +246,7 @@ def _draws():
     themselves. Not through a SegmentSet: the placement rule that makes one does not fire on
     it again."""
     for spec in TERMS.values():
-        if spec.kind not in ("pointwise", "generic") or spec.name in BARRIER_TERMS:
+        if spec.name not in ELEMENTWISE_TERMS:
             continue
         term, _, kids = _applied(spec)
         for i in range(len(kids)):

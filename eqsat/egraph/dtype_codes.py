@@ -1,14 +1,16 @@
 """The dtype rules on dtype codes (:mod:`eqsat.egraph.terms`), as nvFuser applies them: what the
 e-graph's dtype analysis tables hold and what the rule verifier computes with."""
+
 from __future__ import annotations
 
 from eqsat.ir import dtypes as dt
-from eqsat.ir.axes import ScalarType, TensorType, result_dtype
+from eqsat.ir.axes import ScalarType, TensorType
+from eqsat.ir.value_types import result_dtype
 
 from .terms import DTYPE_CODE, DTYPES, WEAK_BOOL, WEAK_COMPLEX, WEAK_FLOAT, WEAK_INT
 
 D = dt.DataType
-WEAK = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}     # weak code -> an example
+WEAK = {WEAK_BOOL: True, WEAK_INT: 1, WEAK_FLOAT: 1.0, WEAK_COMPLEX: 1j}  # weak code -> an example
 
 
 def has_torch(code: int) -> bool:
@@ -49,8 +51,9 @@ def sum_code(c: int) -> int:
 
 def _operand(c: int):
     if c in WEAK:
-        return ScalarType({WEAK_BOOL: D.Bool, WEAK_INT: D.Int, WEAK_FLOAT: D.Double,
-                           WEAK_COMPLEX: D.ComplexDouble}[c])
+        return ScalarType(
+            {WEAK_BOOL: D.Bool, WEAK_INT: D.Int, WEAK_FLOAT: D.Double, WEAK_COMPLEX: D.ComplexDouble}[c]
+        )
     return TensorType(DTYPES[c], ())
 
 
@@ -94,8 +97,20 @@ def exact_widenings() -> list[tuple[int, int]]:
     Float8_e4m3fn <-> BFloat16 goes through Half in nvFuser, which holds every e4m3fn value.
     Not Int -> Double, nor Int32 -> Float: the wide type's mantissa is shorter than the
     integer."""
-    pairs = [(D.Half, D.Float), (D.Half, D.Double), (D.BFloat16, D.Float), (D.BFloat16, D.Double),
-             (D.Float, D.Double), (D.Float8_e4m3fn, D.Half), (D.Float8_e4m3fn, D.BFloat16),
-             (D.Float8_e4m3fn, D.Float), (D.Bool, D.Int32), (D.Bool, D.Int), (D.Int32, D.Int),
-             (D.Int32, D.Double), (D.Bool, D.Float), (D.Bool, D.Double)]
+    pairs = [
+        (D.Half, D.Float),
+        (D.Half, D.Double),
+        (D.BFloat16, D.Float),
+        (D.BFloat16, D.Double),
+        (D.Float, D.Double),
+        (D.Float8_e4m3fn, D.Half),
+        (D.Float8_e4m3fn, D.BFloat16),
+        (D.Float8_e4m3fn, D.Float),
+        (D.Bool, D.Int32),
+        (D.Bool, D.Int),
+        (D.Int32, D.Int),
+        (D.Int32, D.Double),
+        (D.Bool, D.Float),
+        (D.Bool, D.Double),
+    ]
     return [(DTYPE_CODE[a], DTYPE_CODE[b]) for a, b in pairs]

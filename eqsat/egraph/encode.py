@@ -5,6 +5,7 @@ vanish (the value *is* its input, as a named-axis tensor); every other node is a
 lowering emits it verbatim, its outputs are ``Leaf`` terms, and its inputs are *roots* (as
 are the fusion's outputs), which lowering rebuilds in their original layout.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,15 +15,21 @@ from eqsat.ir.axes import ScalarType, TensorType, Types
 from eqsat.ir.dtypes import DataType
 from eqsat.ir import layout
 from eqsat.ir.fusion import Fusion, Node, Ref
-from eqsat.ir.opspec import OPS
+from eqsat.ir.opspec import COPY, OPAQUE, OPS, REPOSITIONING, SHAPE_QUERIES
 
-from .terms import (BINARY_TERMS, DTYPE_CODE, INDEXING_TERMS, REDUCTION_TERMS, UNARY_TERMS, TermGraph,
-                    scalar_code)
+from .terms import (
+    BINARY_TERMS,
+    DTYPE_CODE,
+    REDUCTION_TERMS,
+    TERM_OF_INDEXING_OP,
+    UNARY_TERMS,
+    TermGraph,
+    scalar_code,
+)
 
 MAX_LABELS = 62
-IDENTITY_OPS = frozenset({"broadcast", "broadcast_in_dim", "expand", "squeeze", "permute"})
-PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})   # TakePad's
-INDEX_DTYPES = (DataType.Int, DataType.Int32)      # an indexing term's index
+PADDED_FLOATS = frozenset({DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16})  # TakePad's
+INDEX_DTYPES = (DataType.Int, DataType.Int32)  # an indexing term's index
 
 
 class NotEncodable(Exception):
@@ -33,19 +40,19 @@ class NotEncodable(Exception):
 class Encoding:
     fusion: Fusion
     graph: TermGraph = field(default_factory=TermGraph)
-    term_of: dict[int, int] = field(default_factory=dict)      # IR value -> term
-    roots: dict[int, int] = field(default_factory=dict)        # IR value -> term, rebuilt by lowering
+    term_of: dict[int, int] = field(default_factory=dict)  # IR value -> term
+    roots: dict[int, int] = field(default_factory=dict)  # IR value -> term, rebuilt by lowering
     boundaries: list[Node] = field(default_factory=list)
-    bit_of: dict[int, int] = field(default_factory=dict)       # IR label -> bit
-    labels: dict[int, int] = field(default_factory=dict)       # term -> label mask (leaves, generic ops)
-    dtype: dict[int, int] = field(default_factory=dict)        # term -> dtype code (leaves, generic ops)
-    order: dict[int, tuple[int, ...]] = field(default_factory=dict)   # term -> original label order (bits)
+    bit_of: dict[int, int] = field(default_factory=dict)  # IR label -> bit
+    labels: dict[int, int] = field(default_factory=dict)  # term -> label mask (leaves, generic ops)
+    dtype: dict[int, int] = field(default_factory=dict)  # term -> dtype code (leaves, generic ops)
+    order: dict[int, tuple[int, ...]] = field(default_factory=dict)  # term -> original label order (bits)
     # boundary output leaf -> (op, terms of its tensor inputs): how the cost model sees a kept op
     links: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     # root terms whose data nothing reads: only a shape query (``fd.ops.shape``) kept as a
     # boundary reads them (their extents, not their elements), so no kernel writes them
     shape_only: set[int] = field(default_factory=set)
-    skipped: str | None = None                                 # why nothing was encoded
+    skipped: str | None = None  # why nothing was encoded
 
     @property
     def nonempty(self) -> int:
@@ -72,7 +79,6 @@ class Encoding:
 
 
 FACT_STRIDE = 32
-SHAPE_QUERIES = frozenset({"shape"})     # kept ops that read a tensor's extents, not its data
 
 
 def _code(t) -> int | None:
@@ -90,10 +96,10 @@ class _Encoder:
         self.extents = {**{k: v for k, v in self.types.extents.items() if v is not None}, **(extents or {})}
         self.enc = Encoding(fusion)
         self.g = self.enc.graph
-        self.depths: list[int] = []          # term id -> longest path from a leaf (known_facts)
+        self.depths: list[int] = []  # term id -> longest path from a leaf (known_facts)
         self.deferred: dict[int, Node] = {}  # zero pads read by takes alone so far: output -> pad
-        self.shape_refs: set[int] = set()    # values kept boundaries read: by a shape query only,
-        self.data_refs: set[int] = set()     # or by an op that reads their elements
+        self.shape_refs: set[int] = set()  # values kept boundaries read: by a shape query only,
+        self.data_refs: set[int] = set()  # or by an op that reads their elements
 
     # -- helpers -----------------------------------------------------------------------------
     def unit(self, dim) -> bool:
@@ -119,7 +125,7 @@ class _Encoder:
     def operand(self, value) -> int:
         """The term of an argument: a value with a term, or a python constant."""
         if isinstance(value, Ref):
-            if value.id in self.deferred:            # a zero pad read otherwise than by a take
+            if value.id in self.deferred:  # a zero pad read otherwise than by a take
                 self.keep(self.deferred.pop(value.id))
             if value.id not in self.enc.term_of:
                 raise NotEncodable("argument has no term")
@@ -145,17 +151,8 @@ class _Encoder:
     # -- nodes -------------------------------------------------------------------------------
     def node(self, node: Node) -> list[int] | None:
         """Terms for the node's outputs, or None (a boundary)."""
-        if node.opaque or node.is_input:
+        if not self.may_encode(node):
             return None
-        outs = [self.types[v] for v in node.outputs]
-        if any(isinstance(t, TensorType) and not t.known for t in outs):
-            return None
-        if any(v in self.types.relabeled for v in node.outputs):
-            return None                          # a value used along two axes at once
-        touched = outs + [self.types[r.id] for r in node.refs()]
-        if any(isinstance(t, TensorType) and t.known and
-               any(self.extents.get(d.label) == 0 for d in t.dims) for t in touched):
-            return None                          # empty tensors: no rule may assume an extent
         op, kw = node.op, node.kwargs
         g = self.g
         if op == "define_scalar":
@@ -166,15 +163,14 @@ class _Encoder:
                 return [g.add("Int", (value,))]
             return None
         if op == "pad" and self.zero_pad_dim(node) is not None:
-            self.deferred[node.outputs[0]] = node    # a term where a take reads it (TakePad)
+            self.deferred[node.outputs[0]] = node  # a term where a take reads it (TakePad)
             return []
         spec = OPS.get(op)
         if spec is None:
             return None
-        cat = spec.category
-        if op in IDENTITY_OPS:
+        if op in REPOSITIONING:  # the value is its input, where it keeps its labels
             src = self.types[kw["arg"].id]
-            if isinstance(src, TensorType) and src.labels == outs[0].labels:
+            if isinstance(src, TensorType) and src.labels == self.types[node.outputs[0]].labels:
                 return [self.operand(kw["arg"])]
             return None
         if op == "size":
@@ -183,40 +179,70 @@ class _Encoder:
             if self.unit(d):
                 return [g.add("Int", (1,))]
             return [g.add("Extent", (self.enc.mask([d.label]),))]
-        if cat == "unary":
-            a = self.operand(kw["arg"])
-            if op in UNARY_TERMS:
-                return [g.add(UNARY_TERMS[op], (), (a,))]
-            return [self.generic(g.add("Un", (op,), (a,)), node)]
-        if cat == "binary":
-            a, b = self.operand(kw["arg1"]), self.operand(kw["arg2"])
-            if op in BINARY_TERMS:
-                return [g.add(BINARY_TERMS[op], (), (a, b))]
-            return [self.generic(g.add("Bin", (op,), (a, b)), node)]
-        if cat in ("where", "clamp", "lerp"):
-            kids = tuple(self.operand(kw[p]) for p in spec.params)
-            return [self.generic(g.add("Tern", (op,), kids), node)]
-        if cat == "cast":
-            return [g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (self.operand(kw["arg"]),))]
-        if cat == "reduction":
-            t = self.types[kw["arg"].id]
-            x = self.operand(kw["arg"])
-            if kw["dtype"] is not DataType.Null:
-                x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
-            return [g.add(REDUCTION_TERMS[op], (self.reduce_mask(t, kw["dims"]),), (x,))]
-        if op in INDEXING_TERMS:
+        if spec.elementwise:
+            return [self.elementwise(node, spec)]
+        if op in TERM_OF_INDEXING_OP:
             return self.indexing(node)
         if op == "iota":
             return self.iota(node)
-        if cat in ("var_mean", "var"):
-            t = self.types[kw["arg"].id]
-            mask = self.reduce_mask(t, kw["dims"])
-            if mask & ~self.enc.mask(t.labels) or any(self.unit(t.dims[i]) for i in kw["dims"]):
-                return None                      # over a broadcast dim: the count matters
-            x = self.operand(kw["arg"])
-            var = g.add("Var", (mask, int(kw["correction"])), (x,))
-            return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
+        if spec.category in ("reduction", "var_mean", "var"):
+            return self.reduction(node, spec.category)
         return None
+
+    def may_encode(self, node: Node) -> bool:
+        """Whether a node may be terms: not an input, not opaque, its outputs of known types
+        and each along its own axes, and no tensor it touches empty (no rule may assume an
+        extent there)."""
+        if node.opaque or node.is_input:
+            return False
+        outs = [self.types[v] for v in node.outputs]
+        if any(isinstance(t, TensorType) and not t.known for t in outs):
+            return False
+        if any(v in self.types.relabeled for v in node.outputs):
+            return False  # a value used along two axes at once
+        touched = outs + [self.types[r.id] for r in node.refs()]
+        return not any(
+            isinstance(t, TensorType) and t.known and any(self.extents.get(d.label) == 0 for d in t.dims)
+            for t in touched
+        )
+
+    def elementwise(self, node: Node, spec) -> int:
+        """The term of an elementwise op (unary, binary, where/clamp/lerp, cast): the table's
+        own constructor where the op has one, else a generic one (Un, Bin, Tern)."""
+        op, kw, g = node.op, node.kwargs, self.g
+        cat = spec.category
+        if cat == "unary":
+            a = self.operand(kw["arg"])
+            if op in UNARY_TERMS:
+                return g.add(UNARY_TERMS[op], (), (a,))
+            return self.generic(g.add("Un", (op,), (a,)), node)
+        if cat == "binary":
+            a, b = self.operand(kw["arg1"]), self.operand(kw["arg2"])
+            if op in BINARY_TERMS:
+                return g.add(BINARY_TERMS[op], (), (a, b))
+            return self.generic(g.add("Bin", (op,), (a, b)), node)
+        if cat == "cast":
+            return g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (self.operand(kw["arg"]),))
+        kids = tuple(self.operand(kw[p]) for p in spec.params)  # where, clamp, lerp
+        return self.generic(g.add("Tern", (op,), kids), node)
+
+    def reduction(self, node: Node, cat: str) -> list[int] | None:
+        """The terms of a reduction (``sum``, ``max``...: its term of the table, of the input
+        cast to its ``dtype`` where given) or of ``var``/``var_mean`` (Var, and Mean; None
+        over a broadcast dim, where the count matters)."""
+        kw, g = node.kwargs, self.g
+        t = self.types[kw["arg"].id]
+        if cat == "reduction":
+            x = self.operand(kw["arg"])
+            if kw["dtype"] is not DataType.Null:
+                x = g.add("Cast", (DTYPE_CODE[kw["dtype"]],), (x,))
+            return [g.add(REDUCTION_TERMS[node.op], (self.reduce_mask(t, kw["dims"]),), (x,))]
+        mask = self.reduce_mask(t, kw["dims"])
+        if mask & ~self.enc.mask(t.labels) or any(self.unit(t.dims[i]) for i in kw["dims"]):
+            return None  # over a broadcast dim: the count matters
+        x = self.operand(kw["arg"])
+        var = g.add("Var", (mask, int(kw["correction"])), (x,))
+        return [var, g.add("Mean", (mask,), (x,))] if cat == "var_mean" else [var]
 
     def indexing(self, node: Node) -> list[int] | None:
         """``take_along_axis`` of an index with extent 1 along the indexed dim (one element
@@ -236,15 +262,21 @@ class _Encoder:
         if d.broadcast or idx.dtype not in INDEX_DTYPES:
             return None
         rest = set(t.labels) - {d.label}
-        if node.op in ("take_along_axis", "gather"):    # a gather: where it is a take (axes.py)
+        if node.op in ("take_along_axis", "gather"):  # a gather: where it is a take (axes.py)
             if not self.one_per_row(idx, out, kw["dim"], rest):
                 return None
-        elif len(idx.labels) != 1 or set(idx.labels) & set(t.labels) or \
-                set(out.labels) != rest | set(idx.labels):
+        elif (
+            len(idx.labels) != 1
+            or set(idx.labels) & set(t.labels)
+            or set(out.labels) != rest | set(idx.labels)
+        ):
             return None
-        term = INDEXING_TERMS[node.op]
-        return [self.g.add(term, (self.enc.mask([d.label]),),
-                           (self.operand(kw["arg"]), self.operand(kw["index"])))]
+        term = TERM_OF_INDEXING_OP[node.op]
+        return [
+            self.g.add(
+                term, (self.enc.mask([d.label]),), (self.operand(kw["arg"]), self.operand(kw["index"]))
+            )
+        ]
 
     def one_per_row(self, idx, out, dim: int, rest: set) -> bool:
         """Whether a take along ``dim`` with index type ``idx`` and result type ``out`` picks
@@ -259,12 +291,19 @@ class _Encoder:
         [0, V). None for any other pad."""
         kw = node.kwargs
         t, value, widths = self.types[kw["arg"].id], kw["value"], kw["pad_widths"]
-        if not (isinstance(t, TensorType) and t.known and t.dtype in PADDED_FLOATS) or \
-                any(isinstance(w, bool) or not isinstance(w, int) for w in widths) or \
-                value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                       or value != 0 or math.copysign(1.0, value) < 0):
+        if (
+            not (isinstance(t, TensorType) and t.known and t.dtype in PADDED_FLOATS)
+            or any(isinstance(w, bool) or not isinstance(w, int) for w in widths)
+            or value is not None
+            and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value != 0
+                or math.copysign(1.0, value) < 0
+            )
+        ):
             return None
-        pairs = [tuple(widths[k:k + 2]) for k in range(0, len(widths), 2)]
+        pairs = [tuple(widths[k : k + 2]) for k in range(0, len(widths), 2)]
         padded = [k for k, p in enumerate(pairs) if p != (0, 0)]
         if len(padded) != 1 or pairs[padded[0]] != (0, 1):
             return None
@@ -279,21 +318,36 @@ class _Encoder:
         t, idx = self.types[pad.kwargs["arg"].id], self.types[kw["index"].id]
         out = self.types[node.outputs[0]]
         dim = self.zero_pad_dim(pad)
-        if kw["dim"] != dim or not isinstance(idx, TensorType) or not idx.known or idx.dtype not in INDEX_DTYPES:
+        if (
+            kw["dim"] != dim
+            or not isinstance(idx, TensorType)
+            or not idx.known
+            or idx.dtype not in INDEX_DTYPES
+        ):
             return None
         label = t.dims[dim].label
         if not self.one_per_row(idx, out, dim, set(t.labels) - {label}):
             return None
-        return [self.g.add("TakePad", (self.enc.mask([label]),),
-                           (self.operand(pad.kwargs["arg"]), self.operand(kw["index"])))]
+        return [
+            self.g.add(
+                "TakePad",
+                (self.enc.mask([label]),),
+                (self.operand(pad.kwargs["arg"]), self.operand(kw["index"])),
+            )
+        ]
 
     def iota(self, node: Node) -> list[int] | None:
         """``iota(n, 0, 1, Int)`` along one axis as an ``Iota`` term (a one-hot is an equality
         with it: ``where(iota == y, ...)``); other starts, steps and dtypes stay boundaries."""
         kw = node.kwargs
         out = self.types[node.outputs[0]]
-        if kw["start"] not in (None, 0) or kw["step"] not in (None, 1) or kw["dtype"] is not DataType.Int \
-                or any(isinstance(kw[p], bool) for p in ("start", "step")) or len(out.labels) != 1:
+        if (
+            kw["start"] not in (None, 0)
+            or kw["step"] not in (None, 1)
+            or kw["dtype"] is not DataType.Int
+            or any(isinstance(kw[p], bool) for p in ("start", "step"))
+            or len(out.labels) != 1
+        ):
             return None
         return [self.generic(self.g.add("Iota", (self.enc.mask(out.labels),)), node)]
 
@@ -302,9 +356,9 @@ class _Encoder:
         not model, and "copy" for a stride order that lays its input out anew (one that keeps
         the layout its input has is a view: ``layout.lays_out_as_is``)."""
         if node.opaque:
-            return "opaque"
+            return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
-            return "copy"
+            return COPY
         return node.op
 
     def depth(self, tid: int) -> int:
@@ -373,8 +427,11 @@ class _Encoder:
             if r.id in self.enc.term_of:
                 self.enc.roots[r.id] = self.enc.term_of[r.id]
                 (self.shape_refs if node.op in SHAPE_QUERIES else self.data_refs).add(r.id)
-        ins = tuple(self.enc.term_of[r.id] for r in node.refs()
-                    if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType))
+        ins = tuple(
+            self.enc.term_of[r.id]
+            for r in node.refs()
+            if r.id in self.enc.term_of and isinstance(self.types[r.id], TensorType)
+        )
         for v in node.outputs:
             if isinstance(self.types[v], (TensorType, ScalarType)):
                 self.enc.term_of[v] = self.leaf(v)

@@ -1,5 +1,6 @@
 """Inspection: saturate a fusion and look at the e-graph — its size, which rules fired how
 often, and whether other fusions are in it (an equivalence check)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from .terms import REDUCTIONS, TermGraph, bits
 class Exploration:
     saturation: Saturation
     encoding: Encoding
-    contains: list[bool] = field(default_factory=list)   # one per target, in order
+    contains: list[bool] = field(default_factory=list)  # one per target, in order
 
     @property
     def nodes(self) -> int:
@@ -76,8 +77,14 @@ def _translate(source: Encoding, target: Encoding) -> tuple[TermGraph, dict[int,
     return graph, new_id
 
 
-def explore(definition: Any, *, contains: Sequence[Any] = (), rules: Iterable[str] | None = None,
-            reassociate: bool = True, limits: Limits | None = None) -> Exploration:
+def explore(
+    definition: Any,
+    *,
+    contains: Sequence[Any] = (),
+    rules: Iterable[str] | None = None,
+    reassociate: bool = True,
+    limits: Limits | None = None,
+) -> Exploration:
     """Saturate ``definition`` (any ingestible form) and report on the e-graph; for each of
     ``contains`` (fusions with the same inputs and outputs), whether every output of it is
     in the class of the matching output of ``definition``."""

@@ -12,13 +12,14 @@
   by hand, or by Thunder), which the encoding's hash-consing merges into one term: where the
   cost model reads the definition as written, it gets them back as separate nodes.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 
 from eqsat.ir.axes import TensorType
 
-from .terms import ELEMENTWISE, TermGraph
+from .terms import ELEMENTWISE_TERMS, TermGraph
 
 
 def copy_chains(nodes: dict, chains) -> tuple[dict, list[dict]]:
@@ -50,8 +51,10 @@ def with_recomputed(graph: TermGraph, tid_of: dict[int, int], recomputed) -> Ter
     the original value) is left as it was."""
     if not recomputed:
         return graph
-    chains = [({tid_of[c] for c in r.cone if c in tid_of}, {tid_of[c] for c in r.readers if c in tid_of})
-              for r in recomputed]
+    chains = [
+        ({tid_of[c] for c in r.cone if c in tid_of}, {tid_of[c] for c in r.readers if c in tid_of})
+        for r in recomputed
+    ]
     nodes, _ = copy_chains(dict(enumerate(graph.nodes)), chains)
     out = TermGraph()
     out.nodes = [nodes[t] for t in range(len(nodes))]
@@ -60,16 +63,16 @@ def with_recomputed(graph: TermGraph, tid_of: dict[int, int], recomputed) -> Ter
 
 
 def written_copies(enc) -> list[tuple[set[int], set[int]]]:
-    """The chains the definition of ``enc`` (an Encoding) computes twice, as ``copy_chains``
-    takes them: a tensor made by a second call of the elementwise op (``ELEMENTWISE``, what the
-    cost model recomputes too; no cast: the model already reads an upcast of an input in each
-    kernel, and a cast's copy alone is what Thunder writes where nvFuser's segments do not
-    follow it) that made an equal one earlier is a copy; the cone is the terms of the copies, the readers the terms of the other calls that
-    read a copy. One chain for the whole definition: a reader is taken to read the copy of
-    every term of the cone it reads (a call that reads an original and a copy of another value
-    is read as reading two copies)."""
-    made: set[tuple[int, str]] = set()      # (term, op) of the calls seen so far
-    copies: set[int] = set()                # IR values that are copies
+    """The chains the definition of ``enc`` (an Encoding) computes twice, as ``copy_chains`` takes
+    them: a tensor made by a second call of the elementwise op (``ELEMENTWISE_TERMS``, what the cost
+    model recomputes too; no cast: the model already reads an upcast of an input in each kernel, and
+    a cast's copy alone is what Thunder writes where nvFuser's segments do not follow it) that made
+    an equal one earlier is a copy; the cone is the terms of the copies, the readers the terms of
+    the other calls that read a copy. One chain for the whole definition: a reader is taken to read
+    the copy of every term of the cone it reads (a call that reads an original and a copy of another
+    value is read as reading two copies)."""
+    made: set[tuple[int, str]] = set()  # (term, op) of the calls seen so far
+    copies: set[int] = set()  # IR values that are copies
     readers: set[int] = set()
     for node in enc.fusion.nodes:
         if node.is_input:
@@ -89,5 +92,9 @@ def written_copies(enc) -> list[tuple[set[int], set[int]]]:
 def _recomputable(enc, node) -> bool:
     """Whether ``node``'s results are tensors of an elementwise term other than a cast."""
     types = enc.fusion.types
-    return all(isinstance(types[v], TensorType) and enc.graph[enc.term_of[v]].op in ELEMENTWISE
-               and enc.graph[enc.term_of[v]].op != "Cast" for v in node.outputs)
+    return all(
+        isinstance(types[v], TensorType)
+        and enc.graph[enc.term_of[v]].op in ELEMENTWISE_TERMS
+        and enc.graph[enc.term_of[v]].op != "Cast"
+        for v in node.outputs
+    )

@@ -4,10 +4,11 @@ One prepared EGraph, made once per process on a thread of its own (:func:`in_ses
 holds every declaration and compiled ruleset (compiling them takes a fraction of a second);
 each fusion is worked on inside ``push``/``pop``. A run alternates one pass of the chosen
 rewrite rules with the analysis rules to saturation, and stops when nothing changes or at the
-first limit reached (iterations, e-nodes, wall time, a deadline given by the caller); the
+first limit reached (iterations, e-nodes, its own time limit, the caller's deadline); the
 e-graph is valid at every stop. Where the deadline cuts the analyses themselves, some classes
 have none: extraction leaves those out.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,11 +21,14 @@ from typing import Callable, Iterable, TypeVar
 
 from egglog import EGraph, ruleset, set_, unstable_combine_rulesets
 
+from eqsat.deadline import NEVER, Deadline
+from eqsat.ir.opspec import RANDOM_OPS
+
 from .analysis import analysis
-from .egglog_text import NAME_TABLE, named_program, run_text
+from .egglog_text import NAME_TABLE, named_program, run_schedule, run_text
 from .encode import Encoding
 from .registry import RULES
-from .terms import INDEXING, RANDOM_OPS, TermGraph
+from .terms import INDEXING_TERMS, TermGraph
 from .vocabulary import Leaf, dtype_tables, labels
 
 T = TypeVar("T")
@@ -33,7 +37,7 @@ T = TypeVar("T")
 # seconds is a backstop for pathological inputs, far above what either corpus, the seeds or
 # bench/large.py up to 8000 ops take on a 2-core machine with both cores busy
 DEFAULT_LIMITS = {"iterations": 12, "nodes": 20_000, "seconds": 30.0}
-INSERT_PART = 2000      # terms inserted between two looks at the deadline (about 0.1 s)
+INSERT_PART = 2000  # terms inserted between two looks at the deadline (about 0.1 s)
 
 
 @dataclass
@@ -56,12 +60,17 @@ class Saturation:
     iterations: int
     nodes: int
     seconds: float
-    fired: dict[str, int] = field(default_factory=dict)    # rule -> matches applied
-    analysed: bool = True       # False: the deadline cut the analyses of the input itself
+    fired: dict[str, int] = field(default_factory=dict)  # rule -> matches applied
+    analysed: bool = True  # False: the deadline cut the analyses of the input itself
 
 
-def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True,
-                 special_values: bool | None = None, exclude: Iterable[str] = ()) -> list[str]:
+def select_rules(
+    rules: Iterable[str] | None = None,
+    *,
+    reassociate: bool = True,
+    special_values: bool | None = None,
+    exclude: Iterable[str] = (),
+) -> list[str]:
     """Rule names: all (or ``rules``), less ``exclude``. ``reassociate=False`` leaves out the
     rules that reorder floating-point sums and products, and (unless ``special_values`` says
     otherwise) those whose sides may differ on NaN, +-inf or overflow; ``special_values=False``
@@ -72,14 +81,18 @@ def select_rules(rules: Iterable[str] | None = None, *, reassociate: bool = True
     if unknown:
         raise ValueError(f"unknown rules {unknown}; known: {', '.join(sorted(RULES))}")
     keep_special = reassociate if special_values is None else special_values
-    return [n for n in names if n not in set(exclude)
-            and (reassociate or not RULES[n].reassociates)
-            and (keep_special or not RULES[n].special_values)]
+    return [
+        n
+        for n in names
+        if n not in set(exclude)
+        and (reassociate or not RULES[n].reassociates)
+        and (keep_special or not RULES[n].special_values)
+    ]
 
 
 # rule families that match only terms of these constructors (a family's rules are left out
 # of a saturation whose e-graph has none of them: they could never fire)
-FAMILY_NEEDS = {"indexing": INDEXING | {"Iota"}}
+FAMILY_NEEDS = {"indexing": INDEXING_TERMS | {"Iota"}}
 
 
 def needs(name: str) -> frozenset:
@@ -99,21 +112,22 @@ class Session:
 
     def __init__(self):
         self.eg = EGraph()
-        self.eg.register(set_(labels(Leaf(0))).to(0))       # declares the vocabulary
+        self.eg.register(set_(labels(Leaf(0))).to(0))  # declares the vocabulary
         self.eg.run(1, ruleset=analysis)
         self._rule_sets: dict[str, object] = {}
         self._combined: dict[tuple[str, ...], object] = {}
         self.counter = 0
-        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))    # compiles every rule registered now
+        self.eg.run(0, ruleset=self.rewrites(tuple(RULES)))  # compiles every rule registered now
         run_text(self.eg, f"(function {NAME_TABLE} (i64 i64) Term :merge old)")
 
     def rewrites(self, names: tuple[str, ...]):
-        for n in names:                     # made on first use (and a rule registered later)
+        for n in names:  # made on first use (and a rule registered later)
             if n not in self._rule_sets:
                 self._rule_sets[n] = ruleset(RULES[n].egglog(), name=f"rule:{n}")
         if names not in self._combined:
-            self._combined[names] = unstable_combine_rulesets(*(self._rule_sets[n] for n in names),
-                                                              name=f"rewrites{len(self._combined)}")
+            self._combined[names] = unstable_combine_rulesets(
+                *(self._rule_sets[n] for n in names), name=f"rewrites{len(self._combined)}"
+            )
         return self._combined[names]
 
     def fresh_scope(self) -> int:
@@ -125,16 +139,16 @@ class Session:
         """E-nodes and analysis rows (the name table is not among the functions counted)."""
         return sum(n for _, n in self.eg.all_function_sizes())
 
-    def insert(self, enc: Encoding, scope: int, until: float | None = None) -> bool:
+    def insert(self, enc: Encoding, scope: int, deadline: Deadline = NEVER) -> bool:
         """The encoding's terms, named ``scope`` (see :func:`term_ref`), with their facts; in
-        parts of ``INSERT_PART`` terms, and False where ``until`` (a ``perf_counter`` time)
-        passed before the last (the e-graph then holds only some of them)."""
+        parts of ``INSERT_PART`` terms, and False where the ``deadline`` passed before the last
+        (the e-graph then holds only some of them)."""
         nonneg = {t for t, n in enumerate(enc.graph.nodes) if n.op in ("Num", "Int") and n.attrs[0] >= 0}
         codes = set(enc.dtype.values()) | {n.attrs[0] for n in enc.graph.nodes if n.op == "Cast"}
         drawn = {t for t, (op, _) in enc.links.items() if op in RANDOM_OPS}
         run_text(self.eg, dtype_tables(codes) + f"\n(set (nonempty_labels) {enc.nonempty})")
         for first in range(0, len(enc.graph.nodes), INSERT_PART):
-            if until is not None and time.perf_counter() >= until:
+            if deadline.passed():
                 return False
             terms = range(first, min(first + INSERT_PART, len(enc.graph.nodes)))
             run_text(self.eg, named_program(enc.graph, scope, enc.labels, enc.dtype, nonneg, terms, drawn))
@@ -144,26 +158,26 @@ class Session:
         """A term graph's terms, named ``scope``, without facts."""
         run_text(self.eg, named_program(graph, scope, {}, {}))
 
-    def analyse(self, until: float | None = None) -> bool:
-        """Run the analysis rules to saturation, or until ``until`` (a ``perf_counter`` time);
-        whether they saturated. They run in chunks of 8, 16, ... 1024 iterations, the deadline
+    def analyse(self, deadline: Deadline = NEVER) -> bool:
+        """Run the analysis rules to saturation, or until the ``deadline``; whether they
+        saturated. They run in chunks of 8, 16, ... 1024 iterations, the deadline
         looked at between chunks: egglog's saturate cannot be stopped, and a chain's analyses
         take one iteration per op."""
         chunk = 8
         while _changes(self.eg, analysis * chunk):
-            if until is not None and time.perf_counter() >= until:
+            if deadline.passed():
                 return False
             chunk = min(2 * chunk, 1024)
         return True
 
-    def saturate(self, rules: tuple[str, ...], limits: Limits, until: float | None = None) -> Saturation:
+    def saturate(self, rules: tuple[str, ...], limits: Limits, deadline: Deadline = NEVER) -> Saturation:
         """Analyse, then alternate one pass of ``rules`` with the analyses until nothing changes
-        or a limit is reached; ``until`` (a ``perf_counter`` time) is a deadline that also cuts
-        the analyses (``Saturation.analysed`` False: the input's own are not all known)."""
+        or a limit is reached; the ``deadline`` also cuts the analyses (``Saturation.analysed``
+        False: the input's own are not all known)."""
         eg = self.eg
         start = time.perf_counter()
-        clock = _Clock(start, limits, until)
-        if not self.analyse(until):
+        clock = _Clock(Deadline(limits.seconds), deadline)
+        if not self.analyse(deadline):
             return Saturation("deadline", 0, self.size(), time.perf_counter() - start, analysed=False)
         fired: dict[str, int] = {}
         stop, iterations = "saturated", 0
@@ -188,7 +202,7 @@ class Session:
             report = eg.run(1, ruleset=rewrites)
             iterations += 1
             _count_matches(report, fired)
-            analysed = self.analyse(until)
+            analysed = self.analyse(deadline)
             nodes = self.size()
             step_s, growth = time.perf_counter() - step_start, max(1.0, nodes / max(before, 1))
             if not analysed:
@@ -207,29 +221,24 @@ class Session:
 
 
 class _Clock:
-    """The time limit of one saturation and the deadline over it: the one that comes first
-    stops it, and names the stop ("time limit" or "deadline")."""
+    """The time limit of one saturation (``Limits.seconds``, its own backstop) and the deadline
+    over it: the one that comes first stops it, and names the stop ("time limit" or
+    "deadline")."""
 
-    def __init__(self, start: float, limits: Limits, until: float | None):
-        self.limit_at = start + limits.seconds
-        self.until = until
+    def __init__(self, limit: Deadline, deadline: Deadline):
+        self.limit, self.deadline = limit, deadline
 
     def passed(self, ahead: float, *, first: bool) -> str:
         """The stop that ``ahead`` seconds from now would pass, or "". The time limit lets a
         first iteration run whatever it is; the deadline does not."""
-        at = time.perf_counter() + ahead
-        if self.until is not None and self.until < self.limit_at:
-            return "deadline" if at >= self.until else ""
-        return "time limit" if not first and at >= self.limit_at else ""
+        if self.deadline.ends_before(self.limit):
+            return "deadline" if self.deadline.passed(ahead) else ""
+        return "time limit" if not first and self.limit.passed(ahead) else ""
 
 
 def _changes(eg: EGraph, schedule) -> bool:
-    """Run ``schedule``; whether its last iteration changed the e-graph. (``EGraph.run`` also
-    makes a Python report of every rule in every iteration: 3 s for the 16 000 analysis
-    iterations of a 16 000-op chain.)"""
-    eg._add_decls(schedule)
-    (out,) = eg._egraph.run_program(eg._state.run_schedule_to_egg(schedule.schedule))
-    iterations = out.report.iterations
+    """Run ``schedule``; whether its last iteration changed the e-graph."""
+    iterations = run_schedule(eg, schedule).iterations
     return bool(iterations) and iterations[-1].rule_set_report.changed
 
 
@@ -267,9 +276,9 @@ class _SessionThread:
                     if s is None:
                         s = Session()
                     done.set_result(job(s))
-                except BaseException as e:          # the asking thread raises it
+                except BaseException as e:  # the asking thread raises it
                     done.set_exception(e)
-            job = done = None                       # nothing of a finished job held here
+            job = done = None  # nothing of a finished job held here
 
     def run(self, job: Callable[[Session], T]) -> T:
         if threading.current_thread() is self.thread:
@@ -298,7 +307,7 @@ def in_session(job: Callable[[Session], T]) -> T:
     its exception raised here. A job pushes the e-graph before its work and pops it after."""
     global _thread
     with _thread_lock:
-        if _thread is None or _thread.pid != os.getpid():     # none yet, or a forked child
+        if _thread is None or _thread.pid != os.getpid():  # none yet, or a forked child
             _thread = _SessionThread()
         worker = _thread
     return worker.run(job)

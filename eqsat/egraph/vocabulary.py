@@ -6,6 +6,7 @@ its names. Analyses are egglog functions filled by the
 rules of :mod:`eqsat.egraph.analysis`: ``labels`` (the i64 bit mask of axes a class varies along),
 ``dtype`` (a dtype code), and the relations ``floating``, ``nonneg`` and ``no_negative_zero``.
 """
+
 from __future__ import annotations
 
 from inspect import Parameter, Signature
@@ -14,8 +15,16 @@ from egglog import Expr, StringLike, f64Like, function, i64, i64Like, relation
 
 from eqsat.ir import dtypes as dt
 
-from .dtype_codes import (WEAK, abs_code, compute_code, exact_widenings, floatify_code, has_torch,
-                          promote_code, sum_code)
+from .dtype_codes import (
+    WEAK,
+    abs_code,
+    compute_code,
+    exact_widenings,
+    floatify_code,
+    has_torch,
+    promote_code,
+    sum_code,
+)
 from .terms import DTYPES, TERMS, WEAK_FLOAT, TermSpec, scalar_code
 
 
@@ -29,11 +38,14 @@ _ARGUMENT_TYPES = {"i64": i64Like, "f64": f64Like, "String": StringLike}
 def _constructor(spec: TermSpec):
     """The egglog function of a row of :data:`~.terms.TERMS`: its attributes (named by their
     kind) and then its kids (``a``, ``b``, ``c``), giving a Term."""
-    params = [Parameter(kind, Parameter.POSITIONAL_OR_KEYWORD, annotation=_ARGUMENT_TYPES[sort])
-              for kind, sort in zip(spec.attrs, spec.sorts)]
-    params += [Parameter(kid, Parameter.POSITIONAL_OR_KEYWORD, annotation=Term) for kid in "abc"[:spec.kids]]
+    params = [
+        Parameter(kind, Parameter.POSITIONAL_OR_KEYWORD, annotation=_ARGUMENT_TYPES[sort])
+        for kind, sort in zip(spec.attrs, spec.sorts)
+    ]
+    params += [Parameter(kid, Parameter.POSITIONAL_OR_KEYWORD, annotation=Term) for kid in "abc"[: spec.kids]]
 
     def declaration(*args) -> Term: ...
+
     declaration.__name__ = declaration.__qualname__ = spec.name
     declaration.__signature__ = Signature(params, return_annotation=Term)
     declaration.__annotations__ = {**{p.name: p.annotation for p in params}, "return": Term}
@@ -62,8 +74,8 @@ def nonempty_labels() -> i64:
     emits keeps the other extents symbolic, so they may be 0 at run time."""
 
 
-floating = relation("floating", Term, egg_fn="floating")     # the class's dtype is a floating-point one
-nonneg = relation("nonneg", Term, egg_fn="nonneg")         # every element of the class is >= 0
+floating = relation("floating", Term, egg_fn="floating")  # the class's dtype is a floating-point one
+nonneg = relation("nonneg", Term, egg_fn="nonneg")  # every element of the class is >= 0
 # no element of the class is -0.0 (which is >= 0, yet 1/-0.0 and rsqrt(-0.0) are -inf)
 no_negative_zero = relation("no_negative_zero", Term, egg_fn="no_negative_zero")
 # the class is a function of random draws (uniform, normal) and scalars alone: no tensor the
@@ -97,8 +109,7 @@ def cast_dtype(to: i64Like, src: i64Like) -> i64: ...
 
 
 float_code = relation("float_code", i64, egg_fn="float_code")
-widens = relation("widens", i64, i64, egg_fn="widens")     # cast narrow -> wide -> narrow is exact
-
+widens = relation("widens", i64, i64, egg_fn="widens")  # cast narrow -> wide -> narrow is exact
 
 
 def dtype_tables(codes: set[int]) -> str:
@@ -118,7 +129,7 @@ def dtype_tables(codes: set[int]) -> str:
         for b in sorted(codes):
             try:
                 lines.append(f"(set (promote {a} {b}) {promote_code(a, b)})")
-            except ValueError:      # a promotion nvFuser has no dtype for (complex half)
+            except ValueError:  # a promotion nvFuser has no dtype for (complex half)
                 pass
             if a not in WEAK:
                 lines.append(f"(set (cast_dtype {a} {b}) {scalar_code(DTYPES[a]) if b in WEAK else a})")

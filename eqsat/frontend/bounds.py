@@ -14,18 +14,20 @@ before it runs, so that a read answers at once or is refused with the line.
   charged :data:`MAX_TENSOR_BYTES` in all (:class:`TensorWork`). Reading on the meta device
   costs nothing and is not charged.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 MAX_INT_BITS = 4096
-MAX_NDIGITS = len(str(1 << MAX_INT_BITS))     # 1234: 10 ** n for larger n passes MAX_INT_BITS
+MAX_NDIGITS = len(str(1 << MAX_INT_BITS))  # 1234: 10 ** n for larger n passes MAX_INT_BITS
 MAX_ITEMS = 1 << 16
 MAX_TENSOR_BYTES = 16 << 30
 
 # tensor methods that read no tensor data, or one element (metadata, .item(), flags)
-NO_WORK = frozenset("size stride dim numel element_size storage_offset is_contiguous item "
-                    "requires_grad_ manual_seed".split())
+NO_WORK = frozenset(
+    "size stride dim numel element_size storage_offset is_contiguous item requires_grad_ manual_seed".split()
+)
 
 
 class TooMuchWork(ValueError):
@@ -33,7 +35,7 @@ class TooMuchWork(ValueError):
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int)         # bools too: True << n is an int
+    return isinstance(value, int)  # bools too: True << n is an int
 
 
 def int_op_problem(op: str, a: Any, b: Any) -> str | None:
@@ -105,8 +107,9 @@ def on_meta(value: Any, made: dict) -> Any:
         if value.device.type == "meta":
             return value
         if id(value) not in made:
-            made[id(value)] = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
-                                                  device="meta")
+            made[id(value)] = torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device="meta"
+            )
         return made[id(value)]
     if isinstance(value, list):
         return [on_meta(v, made) for v in value]
@@ -131,13 +134,20 @@ class TensorWork:
     def charge(self, nbytes: int) -> None:
         """Adds ``nbytes``; TooMuchWork (and nothing added) past the limit."""
         if self.spent + nbytes > self.limit:
-            raise TooMuchWork(f"it would take {_size(nbytes)} of tensor data, past the "
-                              f"{_size(self.limit)} reading a file may use ({_size(self.spent)} "
-                              "so far); read its inputs on the meta device (eqsat check --meta)")
+            raise TooMuchWork(
+                f"it would take {_size(nbytes)} of tensor data, past the "
+                f"{_size(self.limit)} reading a file may use ({_size(self.spent)} "
+                "so far); read its inputs on the meta device (eqsat check --meta)"
+            )
         self.spent += nbytes
 
-    def run(self, real: Callable[[], Any], meta: Callable[[dict], Any] | None,
-            operands: list, name: str | None = None) -> Any:
+    def run(
+        self,
+        real: Callable[[], Any],
+        meta: Callable[[dict], Any] | None,
+        operands: list,
+        name: str | None = None,
+    ) -> Any:
         """``real()``, charged first what ``meta(made)`` (the same operation on meta tensors,
         ``made`` mapping each real tensor's id to its meta one) allocates and reads of
         ``operands`` (the tensors the operation is given). ``name``: the torch function or
@@ -152,7 +162,7 @@ class TensorWork:
             result = meta(made)
         except TooMuchWork:
             raise
-        except Exception:                 # no meta kernel, or data-dependent: charged after
+        except Exception:  # no meta kernel, or data-dependent: charged after
             self.charge(sum(map(_bytes, inputs)))
             out = real()
             fresh = [t for t in _tensors(out) if not t._is_view() and all(t is not i for i in inputs)]

@@ -6,6 +6,7 @@ Repro files are read, not run: :mod:`eqsat.frontend.reader` evaluates their defi
 line, so no code of the file runs, nvFuser need not be installed and ``fd.execute`` is never
 called. ``trust=True`` runs a file as Python instead, for repros beyond that language.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,7 +20,7 @@ from eqsat.errors import FusionError, naming_file
 from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import FRONTENDS, Fusion
 
-from .reader import about_running, parse, read_inputs, run_definition
+from .repro_file import about_running, parse, read_inputs, run_definition
 from .recorder import FusionDefinition, caller_line
 
 
@@ -32,16 +33,19 @@ class _DataTypeNames:
             raise AttributeError(name)
         if name in DataType.__members__:
             return DataType[name]
-        raise FusionError(f"unknown dtype DataType.{name}; expected one of "
-                          f"{', '.join(DataType.__members__)}", line=caller_line())
+        raise FusionError(
+            f"unknown dtype DataType.{name}; expected one of {', '.join(DataType.__members__)}",
+            line=caller_line(),
+        )
 
     def __call__(self, *args, **kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], DataType):
             return args[0]
         written = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
         name = args[0] if len(args) == 1 and args[0] in DataType.__members__ else None
-        spelled = f"DataType.{name}" if name else \
-            f"DataType.<name> (one of {', '.join(DataType.__members__)})"
+        spelled = (
+            f"DataType.{name}" if name else f"DataType.<name> (one of {', '.join(DataType.__members__)})"
+        )
         raise FusionError(f"DataType({written}) is not a dtype: write {spelled}", line=caller_line())
 
 
@@ -54,7 +58,7 @@ class Repro:
     source: str
     filename: str
     function: str
-    definition: ast.FunctionDef | None = None      # its syntax tree
+    definition: ast.FunctionDef | None = None  # its syntax tree
 
     @property
     def frontend(self) -> str | None:
@@ -94,8 +98,11 @@ def detect_frontend(tree: ast.Module, definition: ast.FunctionDef) -> str | None
     if re.fullmatch(r"nvfuser_fusion_id\d+", definition.name):
         return "nvfuser"
     annotation = definition.args.args[0].annotation if definition.args.args else None
-    if definition.name == "nvfuser_fusion" and isinstance(annotation, ast.Name) and \
-            annotation.id == "FusionDefinition":
+    if (
+        definition.name == "nvfuser_fusion"
+        and isinstance(annotation, ast.Name)
+        and annotation.id == "FusionDefinition"
+    ):
         return "nvfuser_direct"
     return None
 
@@ -110,11 +117,13 @@ def _find_definition(tree: ast.Module, filename: str) -> ast.FunctionDef:
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise FusionError("found no definition function (def nvfuser_fusion...(fd) or a function "
-                          "whose first parameter is fd)", filename=filename)
+        raise FusionError(
+            "found no definition function (def nvfuser_fusion...(fd) or a function "
+            "whose first parameter is fd)",
+            filename=filename,
+        )
     names = ", ".join(f"{f.name} (line {f.lineno})" for f in candidates)
-    raise FusionError(f"found several definition functions: {names}; pass function=NAME",
-                      filename=filename)
+    raise FusionError(f"found several definition functions: {names}; pass function=NAME", filename=filename)
 
 
 @contextlib.contextmanager
@@ -137,8 +146,15 @@ def _device_override(device: str | None):
         yield
 
 
-def from_source(source: str, filename: str = "<repro>", *, function: str | None = None,
-                inputs: bool = True, device: str | None = None, trust: bool = False) -> Repro:
+def from_source(
+    source: str,
+    filename: str = "<repro>",
+    *,
+    function: str | None = None,
+    inputs: bool = True,
+    device: str | None = None,
+    trust: bool = False,
+) -> Repro:
     """Ingest the text of a repro file (or just its definition function).
 
     The file is read, not run (:mod:`eqsat.frontend.reader`): its definition's ``fd`` calls and its
@@ -173,8 +189,11 @@ def from_source(source: str, filename: str = "<repro>", *, function: str | None 
             raise
         raise named from None
     except (Exception, SystemExit) as err:
-        raise FusionError(f"the definition raised {type(err).__name__}: {err}",
-                          line=_traceback_line(err, filename), filename=filename) from err
+        raise FusionError(
+            f"the definition raised {type(err).__name__}: {err}",
+            line=_traceback_line(err, filename),
+            filename=filename,
+        ) from err
     return Repro(fusion, found, source, filename, definition.name, definition)
 
 
@@ -189,8 +208,9 @@ def _recorded(fd: FusionDefinition, definition: ast.FunctionDef) -> Fusion:
         raise FusionError(err.message, line=definition.lineno, op=err.op) from None
 
 
-def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, inputs: bool,
-                 device: str | None) -> tuple[list | None, Callable[[Any], None]]:
+def _run_trusted(
+    tree: ast.Module, definition: ast.FunctionDef, filename: str, inputs: bool, device: str | None
+) -> tuple[list | None, Callable[[Any], None]]:
     """``trust=True``: the file run as Python (all but its statements about running the
     fusion, and its nvFuser imports), and its definition function as it is."""
     kept = []
@@ -203,17 +223,22 @@ def _run_trusted(tree: ast.Module, definition: ast.FunctionDef, filename: str, i
             kept.append(stmt)
         elif inputs and not about_running(stmt, {"fd"}):
             kept.append(stmt)
-    namespace: dict[str, Any] = {"FusionDefinition": FusionDefinition, "DataType": _DataTypeNames(),
-                                 "__name__": "__eqsat_repro__", "__file__": filename}
+    namespace: dict[str, Any] = {
+        "FusionDefinition": FusionDefinition,
+        "DataType": _DataTypeNames(),
+        "__name__": "__eqsat_repro__",
+        "__file__": filename,
+    }
     try:
         with _device_override(device):
             exec(compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), namespace)
     except FusionError:
         raise
-    except (Exception, SystemExit) as err:     # a file that calls exit() is reported, not obeyed
+    except (Exception, SystemExit) as err:  # a file that calls exit() is reported, not obeyed
         line = getattr(err, "lineno", None) or _traceback_line(err, filename)
-        raise FusionError(f"running the file failed: {type(err).__name__}: {err}", line=line,
-                          filename=filename) from err
+        raise FusionError(
+            f"running the file failed: {type(err).__name__}: {err}", line=line, filename=filename
+        ) from err
     found = namespace.get("inputs") if inputs else None
     if found is not None and not isinstance(found, (list, tuple)):
         raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
@@ -303,5 +328,7 @@ def ingest(definition: Any, **kwargs) -> Fusion:
         return from_source(definition, inputs=False, **kwargs).fusion
     if callable(definition):
         return from_function(definition)
-    raise FusionError(f"cannot ingest a {type(definition).__name__}: expected a function of fd, "
-                      "repro text or path, or a FusionDefinition")
+    raise FusionError(
+        f"cannot ingest a {type(definition).__name__}: expected a function of fd, "
+        "repro text or path, or a FusionDefinition"
+    )

@@ -3,8 +3,8 @@ Thunder's printed repros are written in.
 
 A repro is Python, but only a small part of Python: imports of torch and nvFuser, one
 definition function of straight-line ``fd.*`` calls, and an ``inputs`` list built from torch's
-tensor constructors. :func:`read_inputs` and :func:`run_definition` walk the file's syntax
-tree and evaluate just that:
+tensor constructors. :class:`Reader` evaluates just that, statement by statement, for
+:mod:`eqsat.frontend.repro_file` (``read_inputs``, ``run_definition``):
 
 - the definition's statements: assignments (one name, or a tuple of names) of calls on ``fd``
   and on values it returned, ``fd.add_output(...)``; of ``fd``'s attributes only the recording
@@ -27,16 +27,15 @@ the file defines) is refused with its line: :class:`OutsideLanguage`, which says
 
 What is evaluated is bounded before it runs (:mod:`eqsat.frontend.bounds`: integer sizes,
 Python-level iteration of tensors, the tensor work of the whole read), and a file nesting
-deeper than :data:`MAX_DEPTH` levels is refused (:func:`parse`): a read answers at once or is
+deeper than ``repro_file.MAX_DEPTH`` levels is refused (``repro_file.parse``): a read answers at once or is
 refused with the line, whatever the file holds.
 """
+
 from __future__ import annotations
 
 import ast
 import builtins
-import io
 import operator
-import tokenize
 import types
 from typing import Any, Callable
 
@@ -44,77 +43,38 @@ from eqsat.errors import FusionError
 from eqsat.ir.fusion import FRONTENDS
 from eqsat.ir.opspec import OPAQUE_OUTPUTS
 
-from .bounds import (NO_WORK, TensorWork, TooMuchWork, check_items, check_ndigits, int_op_problem,
-                     int_problem, on_meta)
+from .bounds import (
+    NO_WORK,
+    TensorWork,
+    TooMuchWork,
+    check_items,
+    int_op_problem,
+    int_problem,
+    on_meta,
+)
 from .nvfuser_ops import ANY_RECORDING_CALL
 from .recorder import SOURCE_LINE
+from .repro_language import (
+    BINARY_OPERATORS,
+    BUILTINS,
+    COMPARISONS,
+    FACTORIES,
+    INT_OPERATORS,
+    NON_FINITE,
+    NO_WORK_BUILTINS,
+    TENSOR_METHODS,
+    TORCH_FUNCTIONS,
+    TORCH_NAMESPACES,
+    UNARY_OPERATORS,
+)
 
-TRUST_HINT = ("eqsat reads repro files without running them; pass trust=True (eqsat --trust) to "
-              "run this file as Python")
+TRUST_HINT = (
+    "eqsat reads repro files without running them; pass trust=True (eqsat --trust) to run this file as Python"
+)
 
 
 class OutsideLanguage(FusionError):
     """A construct the repro reader does not evaluate (the file may still be run with trust)."""
-
-
-# torch functions an input expression may call: tensor constructors, random draws (under the
-# global seed), and pure math on tensors
-TORCH_FUNCTIONS = frozenset("""
-    randn rand randint zeros ones full arange empty empty_strided tensor as_tensor linspace eye
-    zeros_like ones_like full_like empty_like randn_like rand_like randint_like
-    manual_seed cat stack where tril triu flip roll transpose permute reshape unsqueeze squeeze
-    lt le gt ge eq ne abs neg exp log sqrt rsqrt sin cos tanh sigmoid erf softmax log_softmax
-    clamp maximum minimum matmul mul add sub div pow sum mean amax amin var std
-""".split())
-TORCH_NAMESPACES = {"testing": frozenset({"make_tensor"}),
-                    "nn": frozenset({"functional"}),
-                    "nn.functional": frozenset("softmax log_softmax relu gelu silu tanh sigmoid "
-                                               "dropout layer_norm normalize pad one_hot".split())}
-# tensor methods and attributes an input expression may use
-TENSOR_METHODS = frozenset("""
-    to cuda cpu float half bfloat16 double int long short bool char byte type_as
-    as_strided expand expand_as broadcast_to t permute transpose movedim swapaxes reshape view
-    view_as unflatten contiguous clone
-    unsqueeze squeeze flatten narrow select repeat flip tril triu detach requires_grad_
-    mul add sub div true_divide clamp clamp_min clamp_max abs neg exp log sqrt rsqrt sin cos
-    tanh sigmoid pow reciprocal square log1p expm1 floor ceil round sign max min
-    mean var std sum amax amin softmax log_softmax lt le gt ge eq ne
-    masked_fill fill_ zero_ uniform_ normal_ random_ bernoulli_ new_zeros new_ones new_empty
-    new_full size stride dim numel element_size storage_offset item tolist
-    shape dtype T mT ndim device is_contiguous
-""".split())
-
-
-def _round(number, ndigits=None):
-    check_ndigits(ndigits)
-    return round(number, ndigits)
-
-
-def _iterating(fn: Callable) -> Callable:
-    """``fn`` (list, tuple, min, max), iterating a tensor it is given only up to MAX_ITEMS rows."""
-    def call(*args, **kwargs):
-        if len(args) == 1:
-            check_items(args[0], f"{fn.__name__}()")
-        return fn(*args, **kwargs)
-    call.__name__ = fn.__name__
-    return call
-
-
-BUILTINS: dict[str, Callable] = {"float": float, "int": int, "bool": bool, "complex": complex,
-                                 "len": len, "abs": abs, "min": _iterating(min), "max": _iterating(max),
-                                 "round": _round, "list": _iterating(list), "tuple": _iterating(tuple)}
-_NO_WORK_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "list", "tuple"})
-# floats Python prints as bare names
-NON_FINITE = {"nan": float("nan"), "inf": float("inf")}
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
-           ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
-          ast.Not: operator.not_}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_INT_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Pow: "pow", ast.LShift: "lshift"}
 
 
 class _Namespace:
@@ -124,16 +84,22 @@ class _Namespace:
         self.path, self.target, self.allowed = path, target, allowed
 
 
-class _Skip:
+class Skipped:
     """A name the file binds to something eqsat does not evaluate (the fd of ``with``)."""
 
 
-def _torch_namespace():
+def torch_namespace():
     import torch
 
     dtypes = frozenset(name for name in dir(torch) if isinstance(getattr(torch, name, None), torch.dtype))
-    return _Namespace("torch", torch, TORCH_FUNCTIONS | dtypes | frozenset(TORCH_NAMESPACES) |
-                      {"device", "Size", "strided", "contiguous_format", "channels_last"})
+    return _Namespace(
+        "torch",
+        torch,
+        TORCH_FUNCTIONS
+        | dtypes
+        | frozenset(TORCH_NAMESPACES)
+        | {"device", "Size", "strided", "contiguous_format", "channels_last"},
+    )
 
 
 class Reader:
@@ -141,20 +107,22 @@ class Reader:
     device of every tensor the inputs make. ``fd``, where given, is the definition's
     FusionDefinition: of its attributes only the recording calls nvFuser's has may be used."""
 
-    def __init__(self, filename: str, names: dict[str, Any] | None = None, device: str | None = None,
-                 fd: Any = None):
+    def __init__(
+        self, filename: str, names: dict[str, Any] | None = None, device: str | None = None, fd: Any = None
+    ):
         self.filename = filename
         self.names: dict[str, Any] = dict(names or {})
         self.device = device
         self.fd = fd
         # tensor work is charged where tensors are made on a device that computes (bounds.py)
         self.work = TensorWork() if device != "meta" else None
-        self._unpacking: int | None = None       # names the call being evaluated is unpacked into
+        self._unpacking: int | None = None  # names the call being evaluated is unpacked into
 
     # -- errors ------------------------------------------------------------------------------
     def refuse(self, node: ast.AST, what: str) -> OutsideLanguage:
-        return OutsideLanguage(f"{what}: {TRUST_HINT}", line=getattr(node, "lineno", None),
-                               filename=self.filename)
+        return OutsideLanguage(
+            f"{what}: {TRUST_HINT}", line=getattr(node, "lineno", None), filename=self.filename
+        )
 
     # -- statements ----------------------------------------------------------------------------
     def assign(self, stmt: ast.Assign, value: Any) -> None:
@@ -166,8 +134,11 @@ class Reader:
         elif isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
             values = list(value) if isinstance(value, (list, tuple)) else None
             if values is None or len(values) != len(target.elts):
-                raise FusionError(f"cannot unpack {type(value).__name__} into {len(target.elts)} names",
-                                  line=stmt.lineno, filename=self.filename)
+                raise FusionError(
+                    f"cannot unpack {type(value).__name__} into {len(target.elts)} names",
+                    line=stmt.lineno,
+                    filename=self.filename,
+                )
             for t, v in zip(target.elts, values):
                 self.names[t.id] = v
         else:
@@ -182,7 +153,7 @@ class Reader:
                     self._unpacking = len(target.elts)
                 self.assign(stmt, self.eval(stmt.value))
             elif isinstance(stmt, ast.Expr):
-                if not isinstance(stmt.value, ast.Constant):          # a docstring is skipped
+                if not isinstance(stmt.value, ast.Constant):  # a docstring is skipped
                     self.eval(stmt.value)
             elif isinstance(stmt, ast.Return) and stmt.value is None:
                 return
@@ -197,8 +168,9 @@ class Reader:
         try:
             return method(node)
         except RecursionError:
-            raise FusionError("the expression is nested too deeply to evaluate", line=node.lineno,
-                              filename=self.filename) from None
+            raise FusionError(
+                "the expression is nested too deeply to evaluate", line=node.lineno, filename=self.filename
+            ) from None
 
     def _Constant(self, node):
         if not isinstance(node.value, (int, float, complex, bool, str, type(None))):
@@ -211,7 +183,7 @@ class Reader:
     def _Name(self, node):
         if node.id in self.names:
             value = self.names[node.id]
-            if isinstance(value, _Skip):
+            if isinstance(value, Skipped):
                 raise self.refuse(node, f"{node.id} here")
             return value
         if node.id in BUILTINS:
@@ -229,16 +201,16 @@ class Reader:
         return tuple(self.eval(e) for e in node.elts)
 
     def _UnaryOp(self, node):
-        return self._apply(node, _UNARY.get(type(node.op)), self.eval(node.operand))
+        return self._apply(node, UNARY_OPERATORS.get(type(node.op)), self.eval(node.operand))
 
     def _BinOp(self, node):
         left, right = self.eval(node.left), self.eval(node.right)
         if any(isinstance(v, (list, tuple, str)) for v in (left, right)):
             raise self.refuse(node, "arithmetic on a list or string")
-        problem = int_op_problem(_INT_OPS.get(type(node.op), ""), left, right)
+        problem = int_op_problem(INT_OPERATORS.get(type(node.op), ""), left, right)
         if problem is not None:
             raise FusionError(f"{_text(node)}: {problem}", line=node.lineno, filename=self.filename)
-        return self._apply(node, _BINARY.get(type(node.op)), left, right)
+        return self._apply(node, BINARY_OPERATORS.get(type(node.op)), left, right)
 
     def _apply(self, node, fn, *args):
         if fn is None:
@@ -246,17 +218,18 @@ class Reader:
         return self._guarded(node, fn, *args)
 
     def _Compare(self, node):
-        if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
+        if len(node.ops) != 1 or type(node.ops[0]) not in COMPARISONS:
             raise self.refuse(node, f"the comparison {ast.unparse(node)[:60]!r}")
-        return self._guarded(node, _COMPARE[type(node.ops[0])], self.eval(node.left),
-                             self.eval(node.comparators[0]))
+        return self._guarded(
+            node, COMPARISONS[type(node.ops[0])], self.eval(node.left), self.eval(node.comparators[0])
+        )
 
     def _Subscript(self, node):
         base, index = self.eval(node.value), self.eval(node.slice)
         return self._guarded(node, operator.getitem, base, index)
 
     def _Slice(self, node):
-        part = lambda e: None if e is None else self.eval(e)          # noqa: E731
+        part = lambda e: None if e is None else self.eval(e)  # noqa: E731
         return slice(part(node.lower), part(node.upper), part(node.step))
 
     def _Attribute(self, node):
@@ -272,14 +245,21 @@ class Reader:
             value = getattr(base.target, name)
             if path in ("torch.device", "torch.Size"):
                 return _allowed(value)
-            return self._torch_function(value, name) if callable(value) and not isinstance(value, type) \
+            return (
+                self._torch_function(value, name)
+                if callable(value) and not isinstance(value, type)
                 else value
+            )
         if name.startswith("_"):
             raise self.refuse(node, f"the attribute {name}")
         if self.fd is not None and base is self.fd and name not in ANY_RECORDING_CALL:
-            raise FusionError("not a recording call: reading a file records its definition "
-                              "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
-                              line=node.lineno, op=f"fd.{name}", filename=self.filename)
+            raise FusionError(
+                "not a recording call: reading a file records its definition "
+                "(fd.define_*, fd.add_output, fd.ops.*) and runs none of it",
+                line=node.lineno,
+                op=f"fd.{name}",
+                filename=self.filename,
+            )
         if _is_tensor(base):
             if name not in TENSOR_METHODS:
                 raise self.refuse(node, f"the tensor attribute .{name}")
@@ -290,7 +270,7 @@ class Reader:
         raise self.refuse(node, f"the attribute .{name} of a {type(base).__name__}")
 
     def _Call(self, node):
-        unpacking, self._unpacking = self._unpacking, None      # this call's, not its arguments'
+        unpacking, self._unpacking = self._unpacking, None  # this call's, not its arguments'
         fn = self.eval(node.func)
         args = []
         for a in node.args:
@@ -333,17 +313,21 @@ class Reader:
                 raise FusionError(err.message, line=node.lineno, op=err.op, filename=self.filename) from None
             raise
         except (RecursionError, MemoryError) as err:
-            raise FusionError(f"{type(err).__name__} evaluating {ast.unparse(node)[:60]!r}",
-                              line=node.lineno, filename=self.filename) from None
+            raise FusionError(
+                f"{type(err).__name__} evaluating {ast.unparse(node)[:60]!r}",
+                line=node.lineno,
+                filename=self.filename,
+            ) from None
         except Exception as err:
-            raise FusionError(f"{type(err).__name__}: {err}", line=node.lineno,
-                              filename=self.filename) from None
+            raise FusionError(
+                f"{type(err).__name__}: {err}", line=node.lineno, filename=self.filename
+            ) from None
         finally:
             SOURCE_LINE.reset(token)
 
     def _run(self, node, fn, args: tuple, kwargs: dict) -> Any:
         """``fn(*args, **kwargs)``, charged first the tensor work it does (bounds.py)."""
-        real = lambda: fn(*args, **kwargs)          # noqa: E731
+        real = lambda: fn(*args, **kwargs)  # noqa: E731
         if self.work is None:
             return real()
         _, receiver, name, _ = getattr(fn, "_eqsat_spec", (None, None, None, None))
@@ -355,9 +339,10 @@ class Reader:
 
         def call(*args, **kwargs):
             if device is not None and name != "manual_seed":
-                if "device" in kwargs or name in _FACTORIES:
+                if "device" in kwargs or name in FACTORIES:
                     kwargs["device"] = device
             return fn(*args, **kwargs)
+
         call._eqsat_allowed = True
         call._eqsat_spec = ("torch", None, name, fn)
         return call
@@ -373,6 +358,7 @@ class Reader:
                 if "device" in kwargs:
                     kwargs["device"] = device
             return method(*args, **kwargs)
+
         call._eqsat_allowed = True
         call._eqsat_spec = ("method", tensor, name, None)
         return call
@@ -386,10 +372,12 @@ def _is_wrapper(fn) -> bool:
 def _allowed(fn):
     """``fn`` (torch.device, torch.Size), callable from a file; a tensor it is given is iterated
     only up to MAX_ITEMS rows."""
+
     def call(*args, **kwargs):
         for a in args:
             check_items(a, f"{fn.__name__}()")
         return fn(*args, **kwargs)
+
     call._eqsat_allowed = True
     call._eqsat_spec = ("none", None, None, None)
     return call
@@ -409,7 +397,7 @@ def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
     import torch
 
     kind, tensor, name, raw = getattr(fn, "_eqsat_spec", ("plain", None, None, fn))
-    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in _NO_WORK_BUILTINS:
+    if kind == "none" or name in NO_WORK or fn in BUILTINS.values() and fn.__name__ in NO_WORK_BUILTINS:
         return None
     if name == "tolist":
         check_items(tensor, ".tolist()", elements=True)
@@ -433,6 +421,7 @@ def _meta_run(fn, args: tuple, kwargs: dict) -> Callable[[dict], Any] | None:
                 margs = ["meta" if _is_device(a) else a for a in margs]
                 return getattr(receiver, name)(*margs, **mkwargs)
             return fn(*margs, **mkwargs)
+
     return run_on_meta
 
 
@@ -444,10 +433,6 @@ def _one_hot_classes(args: tuple, kwargs: dict) -> int:
     return int(args[0].max()) + 1
 
 
-_FACTORIES = frozenset("randn rand randint zeros ones full arange empty empty_strided tensor "
-                       "as_tensor linspace eye make_tensor".split())
-
-
 def _is_tensor(value) -> bool:
     import torch
 
@@ -457,17 +442,20 @@ def _is_tensor(value) -> bool:
 def _is_device(value) -> bool:
     import torch
 
-    return isinstance(value, torch.device) or isinstance(value, str) and value.split(":")[0] in (
-        "cpu", "cuda", "meta")
+    return (
+        isinstance(value, torch.device)
+        or isinstance(value, str)
+        and value.split(":")[0] in ("cpu", "cuda", "meta")
+    )
 
 
 def _is_definition_object(value) -> bool:
     """The fd, its ``ops``, its values (tensors and scalars of a FusionDefinition), and
     DataType: what a definition's calls and attributes are made on."""
-    if isinstance(value, types.ModuleType):          # nvfuser_direct's fd.ops is a module
+    if isinstance(value, types.ModuleType):  # nvfuser_direct's fd.ops is a module
         module = value.__name__
     else:
-        owner = value if isinstance(value, type) else type(value)      # DataType is a class
+        owner = value if isinstance(value, type) else type(value)  # DataType is a class
         module = getattr(owner, "__module__", None) or ""
     return module.split(".")[0] in ("eqsat",) + FRONTENDS
 
@@ -481,164 +469,3 @@ def _is_definition_call(fn) -> bool:
 
 
 # -- whole files -------------------------------------------------------------------------------
-MAX_DEPTH = 100        # levels of a file's syntax tree (real repros have under 20)
-
-
-def parse(source: str, filename: str) -> ast.Module:
-    """The syntax tree of a repro's text (a leading BOM dropped). A FusionError naming the file
-    and line where it does not parse, or where it nests deeper than :data:`MAX_DEPTH` levels
-    (deeper than Python's parser, compiler or this reader can recurse)."""
-    source = source.lstrip("\ufeff")
-    try:
-        tree = ast.parse(source, filename=filename)
-    except SyntaxError as err:
-        raise FusionError(f"does not parse: {err.msg}", line=err.lineno, filename=filename) from None
-    except (RecursionError, MemoryError):       # Python's parser recursing past its limit
-        raise FusionError("nested too deeply for Python's parser", line=_unparsable_line(source),
-                          filename=filename) from None
-    except ValueError as err:                   # a null byte
-        raise FusionError(f"does not parse: {err}", filename=filename) from None
-    _check_depth(tree, filename)
-    return tree
-
-
-def _check_depth(tree: ast.Module, filename: str) -> None:
-    """A FusionError at the first statement nesting deeper than :data:`MAX_DEPTH` levels."""
-    stack = [(tree, 0, None)]
-    while stack:
-        node, depth, line = stack.pop()
-        line = getattr(node, "lineno", line)
-        if depth > MAX_DEPTH:
-            raise FusionError(f"nested too deeply (more than {MAX_DEPTH} levels)", line=line,
-                              filename=filename)
-        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
-
-
-def _unparsable_line(source: str) -> int | None:
-    """The first line of the first logical line that Python's parser cannot parse on its own
-    for recursing too deeply (None if none is found)."""
-    lines = source.splitlines(keepends=True)
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    start = None
-    for tok in tokens:
-        if start is None and tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
-                                              tokenize.DEDENT, tokenize.NEWLINE):
-            start = tok.start[0]
-        if tok.type == tokenize.NEWLINE and start is not None:
-            text = "".join(lines[start - 1:tok.end[0]]).lstrip()
-            try:
-                ast.parse(text)
-            except (RecursionError, MemoryError):
-                return start
-            except (SyntaxError, ValueError):
-                pass
-            start = None
-    return None
-
-
-def _is_frontend_import(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.Import):
-        return all(a.name.split(".")[0] in FRONTENDS + ("torch",) for a in stmt.names)
-    if isinstance(stmt, ast.ImportFrom):
-        return (stmt.module or "").split(".")[0] in FRONTENDS + ("torch",)
-    if isinstance(stmt, ast.Try):
-        return all(_is_frontend_import(s) for s in stmt.body + stmt.orelse + stmt.finalbody +
-                   [s for h in stmt.handlers for s in h.body])
-    return False
-
-
-RUNNING_CALLS = ("execute", "validate", "manual_execute")
-
-
-def about_running(stmt: ast.stmt, names: set[str] | dict[str, str]) -> bool:
-    """A statement about running the definition (it names ``FusionDefinition``, one of
-    ``names``, or calls ``.execute``/``.validate``), which reading skips."""
-    return _running_part(stmt, names) is not None
-
-
-def _running_part(stmt: ast.stmt, names: set[str] | dict[str, str]) -> str | None:
-    """What makes ``stmt`` a statement about running the definition (see :func:`about_running`),
-    in the user's terms; None where nothing does. ``names`` may map each name to what it is."""
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and (node.id in names or node.id == "FusionDefinition"):
-            what = names.get(node.id) if isinstance(names, dict) else None
-            return f"{node.id}, {what}" if what else node.id
-        if isinstance(node, ast.Attribute) and node.attr in RUNNING_CALLS:
-            return f".{node.attr}, which runs the fusion"
-    return None
-
-
-def _changes_inputs(stmt: ast.stmt) -> bool:
-    """Whether ``stmt`` binds or changes ``inputs`` (an assignment to it or into it, or a call of
-    one of its methods)."""
-    for node in ast.walk(stmt):
-        target = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node
-        changed = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or \
-            isinstance(node, ast.Attribute)
-        if isinstance(target, ast.Name) and target.id == "inputs" and changed:
-            return True
-    return False
-
-
-def read_inputs(tree: ast.Module, definition: ast.FunctionDef, filename: str,
-                device: str | None = None) -> list | None:
-    """The file's ``inputs`` list, evaluated in the repro language (None if it has none).
-    Statements about running the fusion are skipped, but for one that binds or changes
-    ``inputs``: that is refused with its line and what reading could not evaluate."""
-    reader = Reader(filename, {"torch": _torch_namespace()}, device)
-    skipped = {definition.name: "the definition function"}
-    for stmt in tree.body:
-        if stmt is definition or _is_frontend_import(stmt):
-            continue
-        if isinstance(stmt, ast.FunctionDef):
-            skipped[stmt.name] = "a function this file defines, which reading never calls"
-            reader.names[stmt.name] = _Skip()
-            continue
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue                        # a docstring
-        running = _running_part(stmt, skipped)
-        if running is not None and _changes_inputs(stmt):
-            raise reader.refuse(stmt, f"`inputs` here uses {running}")
-        if isinstance(stmt, ast.With) and running is not None:
-            for item in stmt.items:
-                if isinstance(item.optional_vars, ast.Name):
-                    skipped[item.optional_vars.id] = "the FusionDefinition of a with statement reading skips"
-            continue
-        if running is not None:
-            if isinstance(stmt, ast.Assign):
-                for t in stmt.targets:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name):
-                            skipped[n.id] = f"bound at line {stmt.lineno} by a statement reading skips"
-            continue
-        if isinstance(stmt, ast.Assign):
-            reader.assign(stmt, reader.eval(stmt.value))
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                ast.unparse(stmt.value.func) == "torch.manual_seed":
-            reader.eval(stmt.value)
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                ast.unparse(stmt.value.func) == "print":
-            continue
-        else:
-            raise reader.refuse(stmt, f"the top-level {type(stmt).__name__.lower()} statement "
-                                      f"{ast.unparse(stmt).splitlines()[0][:60]!r}")
-    found = reader.names.get("inputs")
-    if found is not None and not isinstance(found, (list, tuple)):
-        raise FusionError(f"'inputs' must be a list, got {type(found).__name__}", filename=filename)
-    return list(found) if found is not None else None
-
-
-def run_definition(definition: ast.FunctionDef, fd: Any, datatype: Any, filename: str) -> None:
-    """The definition function's body, evaluated on ``fd`` (eqsat's recorder, a live nvFuser
-    FusionDefinition, or any implementation of the protocol), with ``datatype`` as DataType."""
-    params = [a.arg for a in definition.args.args]
-    if not params:
-        raise FusionError(f"the definition {definition.name} takes no fd parameter",
-                          line=definition.lineno, filename=filename)
-    if definition.decorator_list:
-        raise Reader(filename).refuse(definition.decorator_list[0], "a decorator on the definition")
-    names = {params[0]: fd, "DataType": datatype}
-    Reader(filename, names, fd=fd).run_body(definition.body)

@@ -12,6 +12,7 @@ Every call is checked as it is made (types, ranks, extents, through
 naming the definition line and the op, and the definition is then unusable: nothing is
 half-built.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -29,6 +30,7 @@ from eqsat.ir.operators import Operators
 from eqsat.ir.opspec import OPAQUE_OUTPUTS, OPERANDS, OPS, OpSpec, bind_call
 from eqsat.reference.torch_executor import run_fusion
 
+from .arguments import normalize
 from .nvfuser_ops import unknown_op
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -110,7 +112,7 @@ class _Ops:
         self._fd = fd
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):             # no op of nvFuser's is private
+        if name.startswith("_"):  # no op of nvFuser's is private
             raise AttributeError(name)
 
         def op(*args, **kwargs):
@@ -142,8 +144,11 @@ class FusionDefinition:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and self._broken is None:
-            self._broken = exc if isinstance(exc, FusionError) else FusionError(
-                f"the definition raised {type(exc).__name__}: {exc}")
+            self._broken = (
+                exc
+                if isinstance(exc, FusionError)
+                else FusionError(f"the definition raised {type(exc).__name__}: {exc}")
+            )
 
     @property
     def fusion(self) -> Fusion:
@@ -190,8 +195,9 @@ class FusionDefinition:
         if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
             self._fail(f"the integer {value} does not fit nvFuser's Int (64 bits)", op, line)
 
-    def _emit(self, op: str, args: tuple, kinds: tuple[str, ...], line: int | None,
-              opaque: bool = False) -> list[Value]:
+    def _emit(
+        self, op: str, args: tuple, kinds: tuple[str, ...], line: int | None, opaque: bool = False
+    ) -> list[Value]:
         outputs = tuple(range(self._next, self._next + len(kinds)))
         node = Node(op, args, outputs, kinds, opaque=opaque, line=line)
         try:
@@ -206,8 +212,11 @@ class FusionDefinition:
 
     def _check_open(self, op: str, line: int | None) -> None:
         if self._broken is not None:
-            raise FusionError(f"this definition already failed ({self._broken.message}); "
-                              "start a new FusionDefinition", line=line, op=op)
+            raise FusionError(
+                f"this definition already failed ({self._broken.message}); start a new FusionDefinition",
+                line=line,
+                op=op,
+            )
 
     def _record_op(self, name: str, args: tuple, kwargs: dict) -> Any:
         line = caller_line()
@@ -217,17 +226,21 @@ class FusionDefinition:
         if problem is not None:
             self._fail(problem, label, line)
         spec, count = OPS.get(name), OPAQUE_OUTPUTS.get()
-        if spec is not None and spec.more_is_opaque and (len(args) > len(spec.params)
-                                                         or set(kwargs) - set(spec.params)):
+        if (
+            spec is not None
+            and spec.more_is_opaque
+            and (len(args) > len(spec.params) or set(kwargs) - set(spec.params))
+        ):
             spec, count = None, count or spec.more_is_opaque
         if spec is None:
-            bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + \
-                tuple((k, self._arg(v, label, line)) for k, v in kwargs.items())
+            bound = tuple((f"_{i}", self._arg(a, label, line)) for i, a in enumerate(args)) + tuple(
+                (k, self._arg(v, label, line)) for k, v in kwargs.items()
+            )
             outs = self._emit(name, bound, (TENSOR,) * (count or 1), line, opaque=True)
             return tuple(outs) if count else outs[0]
         bound = self._bind(spec, args, kwargs, label, line)
         for key in OPERANDS.intersection(bound):
-            if isinstance(bound[key], bool):     # nvfuser_direct reads a Python bool operand as an Int
+            if isinstance(bound[key], bool):  # nvfuser_direct reads a Python bool operand as an Int
                 bound[key] = int(bound[key])
         try:
             bound = normalize(spec, bound, self._inference)
@@ -244,9 +257,19 @@ class FusionDefinition:
         return {k: self._arg(v, label, line) for k, v in bound.items()}
 
     # -- definitions -------------------------------------------------------------------------------
-    def define_tensor(self, shape=None, contiguity=None, dtype=DataType.Float, is_cpu=False,
-                      stride_order=None, *, sizes=None, strides=None, static_sizes=False,
-                      symbolic_sizes=None) -> Tensor:
+    def define_tensor(
+        self,
+        shape=None,
+        contiguity=None,
+        dtype=DataType.Float,
+        is_cpu=False,
+        stride_order=None,
+        *,
+        sizes=None,
+        strides=None,
+        static_sizes=False,
+        symbolic_sizes=None,
+    ) -> Tensor:
         line = caller_line()
         op = "fd.define_tensor"
         self._check_open(op, line)
@@ -266,8 +289,9 @@ class FusionDefinition:
                 if problem:
                     raise ValueError(problem)
             if contiguity is None or isinstance(contiguity, bool):
-                contiguity = layout.default_contiguity(shape, stride_order,
-                                                        True if contiguity is None else contiguity)
+                contiguity = layout.default_contiguity(
+                    shape, stride_order, True if contiguity is None else contiguity
+                )
             contiguity = tuple(contiguity)
             if len(contiguity) != len(shape):
                 raise ValueError(f"contiguity has {len(contiguity)} entries; shape has {len(shape)}")
@@ -276,14 +300,23 @@ class FusionDefinition:
             dtype = dt.coerce(dtype)
         except ValueError as err:
             self._fail(str(err), op, line)
-        args = (("shape", shape), ("contiguity", contiguity), ("dtype", dtype),
-                ("is_cpu", bool(is_cpu)), ("stride_order", stride_order))
+        args = (
+            ("shape", shape),
+            ("contiguity", contiguity),
+            ("dtype", dtype),
+            ("is_cpu", bool(is_cpu)),
+            ("stride_order", stride_order),
+        )
         return self._emit("define_tensor", args, (TENSOR,), line)[0]
 
     def from_pytorch(self, tensor, static_sizes: bool = False) -> Tensor:
-        return self.define_tensor(sizes=tensor.size(), strides=tensor.stride(),
-                                  dtype=dt.from_torch(tensor.dtype), static_sizes=static_sizes,
-                                  is_cpu=tensor.device.type == "cpu" and tensor.dim() == 0)
+        return self.define_tensor(
+            sizes=tensor.size(),
+            strides=tensor.stride(),
+            dtype=dt.from_torch(tensor.dtype),
+            static_sizes=static_sizes,
+            is_cpu=tensor.device.type == "cpu" and tensor.dim() == 0,
+        )
 
     def define_scalar(self, value=None, dtype=None) -> Scalar:
         line = caller_line()
@@ -302,7 +335,7 @@ class FusionDefinition:
                 if value is None:
                     raise ValueError("a scalar input (value None) needs a dtype")
                 if isinstance(value, bool) and self.frontend == "nvfuser_direct":
-                    value = int(value)           # nvfuser_direct makes define_scalar(True) an Int
+                    value = int(value)  # nvfuser_direct makes define_scalar(True) an Int
                 dtype = dt.of_number(value)
             dtype = dt.coerce(dtype)
         except ValueError as err:
@@ -333,10 +366,14 @@ class FusionDefinition:
             self._fail(f"output must be a tensor of this definition, got {output!r}", op, line)
         alias = None
         if alias_input is not None:
-            if not isinstance(alias_input, Tensor) or alias_input._fd is not self or \
-                    self._nodes[self._index_of(alias_input.id)].op != "define_tensor":
-                self._fail(f"alias_input must be an input tensor of this definition, got {alias_input!r}",
-                           op, line)
+            if (
+                not isinstance(alias_input, Tensor)
+                or alias_input._fd is not self
+                or self._nodes[self._index_of(alias_input.id)].op != "define_tensor"
+            ):
+                self._fail(
+                    f"alias_input must be an input tensor of this definition, got {alias_input!r}", op, line
+                )
             alias = alias_input.id
             self._check_alias(output, alias_input, op, line)
         if stride_order is not None:
@@ -352,10 +389,14 @@ class FusionDefinition:
         """An output written into an input has its rank, extents and dtype."""
         out, into = output._type, target._type
         if out.dims is None or into.dims is None:
-            return                                      # downstream of an opaque op
+            return  # downstream of an opaque op
         if out.rank != into.rank or out.dtype is not into.dtype:
-            self._fail(f"the output ({out.dtype.name}, rank {out.rank}) cannot be written into its "
-                       f"alias_input ({into.dtype.name}, rank {into.rank})", op, line)
+            self._fail(
+                f"the output ({out.dtype.name}, rank {out.rank}) cannot be written into its "
+                f"alias_input ({into.dtype.name}, rank {into.rank})",
+                op,
+                line,
+            )
         inference = self._inference
         for i, (a, b) in enumerate(zip(out.dims, into.dims)):
             ea, eb = inference.extent(a.label), inference.extent(b.label)
@@ -377,78 +418,3 @@ def _from_sizes_strides(sizes, strides, static_sizes):
     strides = [int(s) for s in strides] if strides is not None else layout.dense_strides(sizes)
     shape = tuple(s if (static_sizes or s == 1) else -1 for s in sizes)
     return (shape, *layout.layout_of(sizes, strides))
-
-
-def normalize(spec: OpSpec, args: dict[str, Any], inference: AxisInference) -> dict[str, Any]:
-    """Canonical argument values: dims non-negative and sorted, flags as bools, dtypes coerced."""
-    for key in ("dtype",):
-        if key in args and args[key] is not None:
-            args[key] = dt.coerce(args[key])
-
-    def rank_of(ref):
-        t = inference.types.get(ref.id) if isinstance(ref, Ref) else None
-        if not isinstance(t, TensorType):
-            raise TypeError(f"expected a tensor, got {'a scalar' if t is not None or not isinstance(ref, Ref) else ref!r}")
-        return t.rank
-
-    def dim_list(value, rank, what="dims"):
-        if value is None:
-            return tuple(range(rank))
-        items = (value,) if isinstance(value, int) else tuple(value)
-        out = []
-        for d in items:
-            if not isinstance(d, int) or isinstance(d, bool):
-                raise ValueError(f"{what} must be ints, got {value!r}")
-            if rank is not None and not -rank <= d < rank:       # a rank-0 tensor has no dims
-                raise ValueError(f"{what} entry {d} is out of range for a tensor of rank {rank}")
-            out.append(d % rank if rank else d)
-        if len(set(out)) != len(out):
-            raise ValueError(f"{what} {list(items)} repeats a dim")
-        return tuple(sorted(out))
-
-    def one_dim(value, rank, what="dim"):
-        return dim_list(int(value) if not isinstance(value, bool) else value, rank, what)[0]
-
-    cat = spec.category
-    if cat in ("unary", "binary", "where", "clamp", "lerp", "cast"):
-        pass
-    if cat in ("reduction", "var", "var_mean", "welford", "squeeze"):
-        if "arg" in args and isinstance(args["arg"], Ref):
-            rank = rank_of(args["arg"])
-            if rank is not None:
-                args["dims"] = dim_list(args["dims"], rank)
-    if "keepdim" in args:
-        args["keepdim"] = bool(args["keepdim"])
-    for flag in ("squeeze_expanded", "manual_padding", "manual_normalization", "largest", "sorted",
-                 "descending", "stable"):
-        if flag in args:
-            args[flag] = bool(args[flag])
-    if cat == "permute":
-        args["dims"] = tuple(args["dims"])
-    if cat in ("size",):
-        rank = rank_of(args["arg"])
-        if rank is not None:
-            args["dim"] = one_dim(args["dim"], rank)
-    if cat in ("gather", "index_select", "topk", "argsort", "scan", "scatter"):
-        rank = rank_of(args["arg"])
-        # nvFuser sorts a rank-0 tensor as it is (a topk of itself, an argsort of 0)
-        if rank is not None and not (rank == 0 and cat in ("topk", "argsort")):
-            args["dim"] = one_dim(args["dim"], rank)
-    if cat == "cat":
-        tensors = args["tensors"]
-        if not isinstance(tensors, tuple) or not tensors:
-            raise ValueError("tensors must be a non-empty list of tensors")
-        rank = rank_of(tensors[0])
-        if rank is not None:
-            args["dim"] = one_dim(args["dim"], rank)
-    if cat == "broadcast":
-        args["is_broadcast_dim"] = tuple(bool(b) for b in args["is_broadcast_dim"])
-    if cat == "broadcast_in_dim":
-        bd = args["broadcast_dims"]
-        args["broadcast_dims"] = (bd,) if isinstance(bd, int) else tuple(bd)
-    if cat in ("cast",) and not isinstance(args["dtype"], DataType):
-        raise ValueError(f"dtype must be a DataType, got {args['dtype']!r}")
-    for key in ("shape", "new_shape"):
-        if key in args and isinstance(args[key], int):
-            args[key] = (args[key],)
-    return args

@@ -1,4 +1,5 @@
 """nvFuser's data types: their names, torch counterparts, categories, item sizes and promotion."""
+
 from __future__ import annotations
 
 import enum
@@ -44,8 +45,12 @@ _TO_TORCH = {
     DataType.ComplexFloat: torch.complex64,
     DataType.ComplexDouble: torch.complex128,
 }
-for _name, _dt in (("Float8_e4m3fn", "float8_e4m3fn"), ("Float8_e5m2", "float8_e5m2"),
-                   ("Float8_e8m0fnu", "float8_e8m0fnu"), ("UInt64", "uint64")):
+for _name, _dt in (
+    ("Float8_e4m3fn", "float8_e4m3fn"),
+    ("Float8_e5m2", "float8_e5m2"),
+    ("Float8_e8m0fnu", "float8_e8m0fnu"),
+    ("UInt64", "uint64"),
+):
     if hasattr(torch, _dt):
         _TO_TORCH[DataType[_name]] = getattr(torch, _dt)
 _FROM_TORCH = {v: k for k, v in _TO_TORCH.items() if k is not DataType.Index}
@@ -56,10 +61,22 @@ FLOAT_TYPES = HALF_TYPES | {DataType.Float, DataType.Double}
 INT_TYPES = frozenset({DataType.Int, DataType.Int32, DataType.Index, DataType.UInt64})
 COMPLEX_TYPES = frozenset({DataType.ComplexFloat, DataType.ComplexDouble})
 
-ITEMSIZE = {DataType.Double: 8, DataType.Float: 4, DataType.Half: 2, DataType.BFloat16: 2,
-            DataType.Float8_e4m3fn: 1, DataType.Float8_e5m2: 1, DataType.Float8_e8m0fnu: 1,
-            DataType.Int: 8, DataType.Int32: 4, DataType.UInt64: 8, DataType.Index: 8,
-            DataType.Bool: 1, DataType.ComplexFloat: 8, DataType.ComplexDouble: 16}
+ITEMSIZE = {
+    DataType.Double: 8,
+    DataType.Float: 4,
+    DataType.Half: 2,
+    DataType.BFloat16: 2,
+    DataType.Float8_e4m3fn: 1,
+    DataType.Float8_e5m2: 1,
+    DataType.Float8_e8m0fnu: 1,
+    DataType.Int: 8,
+    DataType.Int32: 4,
+    DataType.UInt64: 8,
+    DataType.Index: 8,
+    DataType.Bool: 1,
+    DataType.ComplexFloat: 8,
+    DataType.ComplexDouble: 16,
+}
 
 
 def to_torch(dtype: DataType) -> torch.dtype:
@@ -93,8 +110,10 @@ def coerce(value, what: str = "dtype") -> DataType:
     text = str(value).rsplit(".", 1)[-1]
     if text in DataType.__members__:
         return DataType[text]
-    raise ValueError(f"unknown {what} {value!r}; expected one of nvFuser's DataType names "
-                     f"({', '.join(DataType.__members__)})")
+    raise ValueError(
+        f"unknown {what} {value!r}; expected one of nvFuser's DataType names "
+        f"({', '.join(DataType.__members__)})"
+    )
 
 
 def of_number(value) -> DataType:
@@ -162,8 +181,9 @@ def _example(dtype: DataType, tensor: bool) -> Any:
     """A torch operand that promotes like a tensor or a scalar of ``dtype`` (a one-element
     tensor, or a python number)."""
     if tensor:
-        stand_in = _FP8_STAND_IN if dtype in FP8_TYPES else \
-            DataType.Int if dtype is DataType.UInt64 else dtype     # torch promotes no uint64
+        stand_in = (
+            _FP8_STAND_IN if dtype in FP8_TYPES else DataType.Int if dtype is DataType.UInt64 else dtype
+        )  # torch promotes no uint64
         return torch.empty((1,), dtype=to_torch(stand_in))
     if dtype in INT_TYPES:
         return 1
@@ -197,8 +217,10 @@ def result_dtype(operands: Sequence[tuple[DataType, bool]], arithmetic: bool = F
     if DataType.UInt64 in tensors:
         ints = {d for d in tensors if d in INT_TYPES or d is DataType.Bool}
         if ints != {DataType.UInt64}:
-            raise ValueError(f"eqsat does not model nvFuser's promotion of UInt64 with "
-                             f"{', '.join(sorted(d.name for d in ints - {DataType.UInt64}))}")
+            raise ValueError(
+                f"eqsat does not model nvFuser's promotion of UInt64 with "
+                f"{', '.join(sorted(d.name for d in ints - {DataType.UInt64}))}"
+            )
         if out is DataType.Int:
             out = DataType.UInt64
     fp8 = {d for d in tensors if d in FP8_TYPES}

@@ -10,6 +10,7 @@ whatever their variable names or source lines.
 Types (dtype, positional dims, axis labels and extents) are derived from the nodes by
 :mod:`eqsat.ir.axes` and cached on the fusion (``fusion.types``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,7 +20,18 @@ from .axes import Types, infer_types
 from .nodes import FRONTENDS, SCALAR, TENSOR, VECTOR, Node, Output, Ref, freeze, iter_refs
 from .printing import format_fusion
 
-__all__ = ["FRONTENDS", "SCALAR", "TENSOR", "VECTOR", "Fusion", "Node", "Output", "Ref", "freeze", "iter_refs"]
+__all__ = [
+    "FRONTENDS",
+    "SCALAR",
+    "TENSOR",
+    "VECTOR",
+    "Fusion",
+    "Node",
+    "Output",
+    "Ref",
+    "freeze",
+    "iter_refs",
+]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ The conventions, written here once (nvFuser's ``define_tensor`` and ``add_output
 
 Tensors are taken duck-typed (``dim``, ``permute``, ``contiguous``), so the IR needs no torch here.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Sequence
@@ -48,20 +49,23 @@ def stride_order_of(order: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def dim_contiguity(contiguity: Sequence[Any] | None, stride_order: Sequence[int] | None,
-                   rank: int) -> list[Any]:
+def dim_contiguity(
+    contiguity: Sequence[Any] | None, stride_order: Sequence[int] | None, rank: int
+) -> list[Any]:
     """``contiguity`` (per allocation place) per dim, in dim order; True where it has no entry."""
     place = {j: p for p, j in enumerate(allocation_order(stride_order, rank))}
-    return [contiguity[place[j]] if contiguity is not None and place[j] < len(contiguity) else True
-            for j in range(rank)]
+    return [
+        contiguity[place[j]] if contiguity is not None and place[j] < len(contiguity) else True
+        for j in range(rank)
+    ]
 
 
-def default_contiguity(shape: Sequence[int], stride_order: Sequence[int] | None,
-                       contiguous: bool = True) -> tuple[Any, ...]:
+def default_contiguity(
+    shape: Sequence[int], stride_order: Sequence[int] | None, contiguous: bool = True
+) -> tuple[Any, ...]:
     """The contiguity that ``contiguity=None`` (or one bool for all dims) declares: ``contiguous``
     for each allocation place, None (a broadcast) for extent-1 dims."""
-    return tuple(None if shape[j] == 1 else contiguous
-                 for j in allocation_order(stride_order, len(shape)))
+    return tuple(None if shape[j] == 1 else contiguous for j in allocation_order(stride_order, len(shape)))
 
 
 def dense_strides(sizes: Sequence[int], stride_order: Sequence[int] | None = None) -> list[int]:
@@ -75,8 +79,9 @@ def dense_strides(sizes: Sequence[int], stride_order: Sequence[int] | None = Non
     return strides
 
 
-def _inward_out(sizes: Sequence[int], strides: Sequence[int], order: Sequence[int],
-                skip: Callable[[int, int], bool]) -> Iterator[tuple[int, int, int]]:
+def _inward_out(
+    sizes: Sequence[int], strides: Sequence[int], order: Sequence[int], skip: Callable[[int, int], bool]
+) -> Iterator[tuple[int, int, int]]:
     """(place, dim, dense stride) for each allocation place of ``order`` not ``skip(place, dim)``,
     innermost first: the dense stride is 1 for the first, then the previous dim's stride times
     its extent."""
@@ -103,8 +108,12 @@ def layout_of(sizes: Sequence[int], strides: Sequence[int]) -> tuple[tuple[Any, 
     return tuple(contiguity), None if row_major else stride_order
 
 
-def stride_problem(sizes: Sequence[int], strides: Sequence[int], contiguity: Sequence[Any] | bool | None,
-                   stride_order: Sequence[int] | None) -> str | None:
+def stride_problem(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    contiguity: Sequence[Any] | bool | None,
+    stride_order: Sequence[int] | None,
+) -> str | None:
     """Why ``strides`` break the declared ``contiguity`` and ``stride_order`` (None when they do
     not): a dim declared contiguous must have the dense stride. Extent-1 and broadcast (None)
     dims carry no stride requirement; an empty tensor, a contiguity of another rank or none at
@@ -119,9 +128,11 @@ def stride_problem(sizes: Sequence[int], strides: Sequence[int], contiguity: Seq
     skip = lambda place, j: sizes[j] == 1 or contiguity[place] is None  # noqa: E731
     for place, j, expected in _inward_out(sizes, strides, allocation_order(stride_order, rank), skip):
         if contiguity[place] and strides[j] != expected:
-            return (f"dim {j} is declared contiguous, which needs stride {expected}, but has "
-                    f"stride {strides[j]} (strides {list(strides)}); pass a .contiguous() tensor, "
-                    f"or declare that dim contiguity=False")
+            return (
+                f"dim {j} is declared contiguous, which needs stride {expected}, but has "
+                f"stride {strides[j]} (strides {list(strides)}); pass a .contiguous() tensor, "
+                f"or declare that dim contiguity=False"
+            )
     return None
 
 
@@ -154,7 +165,7 @@ def view_order(producer: dict, value: Any) -> list[int] | None:
     have = view_order(producer, p.arg("arg"))
     if have is None:
         return None
-    if p.op == "permute":               # new dim i is the input's dim dims[i]
+    if p.op == "permute":  # new dim i is the input's dim dims[i]
         dims = list(p.arg("dims"))
         return [dims.index(d) for d in have]
     if p.op == "stride_order":
@@ -188,7 +199,7 @@ def alias_output_sources(fusion: Any) -> set[int]:
         if out.alias_input is not None:
             continue
         value, node = out.value, producer.get(out.value)
-        if not _is_view(producer, node):        # computed, or an input: nothing viewed
+        if not _is_view(producer, node):  # computed, or an input: nothing viewed
             continue
         while _is_view(producer, node):
             value = node.arg("arg").id

@@ -1,5 +1,6 @@
 """The IR's parts: :class:`Ref` (a value made earlier), :class:`Node` (one call),
 :class:`Output`, and the kinds of value (tensor, scalar, vector)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 TENSOR, SCALAR, VECTOR = "T", "S", "V"
-FRONTENDS = ("nvfuser", "nvfuser_direct")     # nvFuser's Python frontends: classic, direct
+FRONTENDS = ("nvfuser", "nvfuser_direct")  # nvFuser's Python frontends: classic, direct
 
 
 @dataclass(frozen=True)

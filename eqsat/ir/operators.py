@@ -13,6 +13,7 @@ class Operators:
         def method(self, other):
             a, b = (other, self) if swap else (self, other)
             return getattr(self._fd.ops, op)(a, b)
+
         return method
 
     __add__, __radd__ = _bin("add"), _bin("add", True)

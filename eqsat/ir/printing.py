@@ -1,4 +1,5 @@
 """Compact, readable text of a Fusion: one line per node, with each value's named axes."""
+
 from __future__ import annotations
 
 import math
@@ -6,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .axes import ScalarType, TensorType, VectorType
 
-if TYPE_CHECKING:                   # annotations only: fusion.py imports this module
+if TYPE_CHECKING:  # annotations only: fusion.py imports this module
     from .fusion import Fusion
 
 
@@ -18,7 +19,9 @@ def type_text(t) -> str:
         dims = " ".join(repr(d) for d in t.dims)
         return f"{t.dtype.name}[{dims}]"
     if isinstance(t, ScalarType):
-        return f"{t.dtype.name if t.dtype else '?'}" + (f"=|a{t.extent_of}|" if t.extent_of is not None else "")
+        return f"{t.dtype.name if t.dtype else '?'}" + (
+            f"=|a{t.extent_of}|" if t.extent_of is not None else ""
+        )
     if isinstance(t, VectorType):
         return "Vector" if t.items is None else "Vector[" + ", ".join(type_text(i) for i in t.items) + "]"
     return "?"
@@ -46,8 +49,11 @@ def format_fusion(fusion: Fusion) -> str:
     lines = []
     for node in fusion.nodes:
         lhs = ", ".join(f"%{v} {type_text(types[v])}" for v in node.outputs)
-        args = ", ".join(f"{k}={literal(v)}" if not k.startswith("_") else literal(v) for k, v in node.args
-                         if v is not None or k in ("value",))
+        args = ", ".join(
+            f"{k}={literal(v)}" if not k.startswith("_") else literal(v)
+            for k, v in node.args
+            if v is not None or k in ("value",)
+        )
         tag = " (opaque)" if node.opaque else ""
         lines.append(f"{lhs} = {node.op}({args}){tag}")
     outs = []
@@ -67,12 +73,25 @@ def fusion_summary(fusion: Fusion) -> dict:
     types = fusion.types
 
     def node_of(node) -> dict:
-        return {"line": node.line, "op": node.op, "opaque": node.opaque,
-                "outputs": [{"value": v, "type": type_text(types[v])} for v in node.outputs]}
-    return {"frontend": fusion.frontend,
-            "inputs": [node_of(n) for n in fusion.nodes if n.is_input],
-            "ops": [node_of(n) for n in fusion.nodes if not n.is_input],
-            "outputs": [{"value": o.value, "type": type_text(types[o.value]), "alias_input": o.alias_input,
-                         "stride_order": list(o.stride_order) if o.stride_order else None}
-                        for o in fusion.outputs],
-            "extents": {f"a{k}": v for k, v in sorted(types.extents.items())}}
+        return {
+            "line": node.line,
+            "op": node.op,
+            "opaque": node.opaque,
+            "outputs": [{"value": v, "type": type_text(types[v])} for v in node.outputs],
+        }
+
+    return {
+        "frontend": fusion.frontend,
+        "inputs": [node_of(n) for n in fusion.nodes if n.is_input],
+        "ops": [node_of(n) for n in fusion.nodes if not n.is_input],
+        "outputs": [
+            {
+                "value": o.value,
+                "type": type_text(types[o.value]),
+                "alias_input": o.alias_input,
+                "stride_order": list(o.stride_order) if o.stride_order else None,
+            }
+            for o in fusion.outputs
+        ],
+        "extents": {f"a{k}": v for k, v in sorted(types.extents.items())},
+    }

@@ -1,4 +1,5 @@
 """Comparing outputs within dtype tolerance: what ``eqsat check`` and the tests call equal."""
+
 from __future__ import annotations
 
 import torch
@@ -9,8 +10,15 @@ from eqsat.ir.layout import memory_order
 
 # relative tolerance per dtype, the one table of them; absolute tolerance is the same times the
 # reference's scale
-RTOL = {DataType.Double: 1e-7, DataType.Float: 1e-4, DataType.BFloat16: 2e-2, DataType.Half: 4e-3,
-        DataType.Float8_e4m3fn: 0.125, DataType.Float8_e5m2: 0.25, DataType.Float8_e8m0fnu: 1.0}
+RTOL = {
+    DataType.Double: 1e-7,
+    DataType.Float: 1e-4,
+    DataType.BFloat16: 2e-2,
+    DataType.Half: 4e-3,
+    DataType.Float8_e4m3fn: 0.125,
+    DataType.Float8_e5m2: 0.25,
+    DataType.Float8_e8m0fnu: 1.0,
+}
 
 
 def rtol_of(dtype: DataType | torch.dtype, default: float = 1e-4) -> float:
@@ -66,7 +74,7 @@ def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 
     got, want = got.cpu(), want.cpu()
     if isinstance(atol, torch.Tensor):
         atol = atol.cpu().to(torch.float64).expand(want.shape)
-    if got.stride() == want.stride():      # walk both in memory order (a transposed output)
+    if got.stride() == want.stride():  # walk both in memory order (a transposed output)
         order = memory_order(want.stride())
         got, want = got.permute(order), want.permute(order)
         atol = atol.permute(order) if isinstance(atol, torch.Tensor) else atol
@@ -79,12 +87,12 @@ def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 
     if want.dtype.is_complex:
         g, w = torch.view_as_real(got.to(torch.complex128)), torch.view_as_real(want.to(torch.complex128))
     rtol = rtol_of(want.dtype) if rtol is None else rtol
-    if isinstance(atol, torch.Tensor) and atol.shape != g.shape:     # complex: real and imaginary
+    if isinstance(atol, torch.Tensor) and atol.shape != g.shape:  # complex: real and imaginary
         atol = float(atol.nan_to_num(0.0).max())
     if isinstance(atol, torch.Tensor):
         return _special_mismatch(g, w) or _beyond_floors(g, w, rtol, atol)
     largest = (g - w).abs().max()
-    if bool(largest.isfinite()):            # no NaN or infinity on either side: the fast path
+    if bool(largest.isfinite()):  # no NaN or infinity on either side: the fast path
         return _beyond(float(largest), float(w.abs().max()), rtol, atol)
     problem = _special_mismatch(g, w)
     if problem:
@@ -93,8 +101,12 @@ def mismatch(got, want, rtol: float | None = None, atol: float | torch.Tensor = 
     if not bool(finite.any()):
         return None
     zero = torch.zeros((), dtype=w.dtype)
-    return _beyond(float(torch.where(finite, (g - w).abs(), zero).max()),
-                   float(torch.where(finite, w.abs(), zero).max()), rtol, atol)
+    return _beyond(
+        float(torch.where(finite, (g - w).abs(), zero).max()),
+        float(torch.where(finite, w.abs(), zero).max()),
+        rtol,
+        atol,
+    )
 
 
 def _special_mismatch(g: torch.Tensor, w: torch.Tensor) -> str | None:
@@ -119,8 +131,10 @@ def _beyond_floors(g: torch.Tensor, w: torch.Tensor, rtol: float, floors: torch.
     if not bool((excess > 0).any()):
         return None
     i = int(excess.flatten().argmax())
-    return (f"max |difference| {float(diff.flatten()[i]):.3g} exceeds {rtol:g} x max |value| {scale:.3g} "
-            f"plus its floor {float(floors.flatten()[i]):.3g}")
+    return (
+        f"max |difference| {float(diff.flatten()[i]):.3g} exceeds {rtol:g} x max |value| {scale:.3g} "
+        f"plus its floor {float(floors.flatten()[i]):.3g}"
+    )
 
 
 def _beyond(err: float, scale: float, rtol: float, atol: float) -> str | None:

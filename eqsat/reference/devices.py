@@ -3,6 +3,7 @@
 ``t.cuda()`` copies an expanded tensor (stride 0 along a broadcast dimension of size > 1) into
 ordinary strides, and nvFuser then rejects it; these copy the storage and re-apply the strides.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -25,8 +26,10 @@ def to_device(values: Sequence[Any], device="cuda", fusion: Fusion | None = None
     cpu = set()
     if fusion is not None:
         cpu = {i for i, v in enumerate(fusion.inputs) if fusion.producer[v].arg("is_cpu")}
-    return [copy_strided(t, "cpu" if i in cpu else device) if isinstance(t, torch.Tensor) else t
-            for i, t in enumerate(values)]
+    return [
+        copy_strided(t, "cpu" if i in cpu else device) if isinstance(t, torch.Tensor) else t
+        for i, t in enumerate(values)
+    ]
 
 
 def fresh_copies(values: Sequence[Any]) -> list:

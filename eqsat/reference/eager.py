@@ -1,6 +1,7 @@
 """The eager executor: a user's definition function run straight on torch, with no IR in
 between. It is the independent check that recording, emitting and re-ingesting a definition
 keep its meaning (the torch executor runs the IR; this runs the user's calls)."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -52,6 +53,7 @@ class _EagerOps:
             if isinstance(out, tuple):
                 return tuple(EagerValue(self._fd, o) for o in out)
             return EagerValue(self._fd, out)
+
         return op
 
 
@@ -80,9 +82,14 @@ class EagerDefinition:
             shape = [-1] * len(kwargs["sizes"])
         index, t = self._inner._take("fd.define_tensor")
         dtype = dt.coerce(kwargs.get("dtype", args[2] if len(args) > 2 else DataType.Float))
-        check_tensor_input(index, t, list(shape), dtype, kwargs.get("contiguity", args[1] if len(args) > 1
-                                                                    else None),
-                           kwargs.get("stride_order", args[4] if len(args) > 4 else None))
+        check_tensor_input(
+            index,
+            t,
+            list(shape),
+            dtype,
+            kwargs.get("contiguity", args[1] if len(args) > 1 else None),
+            kwargs.get("stride_order", args[4] if len(args) > 4 else None),
+        )
         return EagerValue(self, t)
 
     def define_scalar(self, *args, **kwargs):

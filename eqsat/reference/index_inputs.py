@@ -7,6 +7,7 @@ torch refuses, and nvFuser reads out of bounds (on a GPU, a device-side assert o
 address that ends the process). Tests and benchmarks that run such a repro use
 :func:`in_range_inputs`.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -38,5 +39,9 @@ def in_range_inputs(fusion: Fusion, inputs: Sequence) -> list:
     except FusionError as err:
         if "index out of range" not in str(err):
             raise
-    return [torch.zeros_like(x) if isinstance(x, torch.Tensor) and not x.dtype.is_floating_point
-            and x.dtype != torch.bool else x for x in inputs]
+    return [
+        torch.zeros_like(x)
+        if isinstance(x, torch.Tensor) and not x.dtype.is_floating_point and x.dtype != torch.bool
+        else x
+        for x in inputs
+    ]

@@ -7,6 +7,7 @@ broadcast such inputs silently, and nvFuser rejects them at run time). ``optimiz
 checks all of it before it begins (:func:`check_inputs`); the torch and eager executors check
 each tensor as its ``define_tensor`` is run (:func:`check_tensor_input`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -26,17 +27,24 @@ def check_count(fusion: Fusion, inputs: Sequence[Any]) -> None:
         raise FusionError(f"the definition takes {len(fusion.inputs)} inputs, got {len(inputs)}")
 
 
-def check_tensor_input(index: int, t: Any, shape: Sequence[int], dtype: DataType,
-                       contiguity: Sequence[Any] | bool | None = None,
-                       stride_order: Sequence[int] | None = None) -> None:
+def check_tensor_input(
+    index: int,
+    t: Any,
+    shape: Sequence[int],
+    dtype: DataType,
+    contiguity: Sequence[Any] | bool | None = None,
+    stride_order: Sequence[int] | None = None,
+) -> None:
     """Raises FusionError (op ``fd.define_tensor``) where input ``index``, ``t``, is no tensor
     of ``define_tensor(shape, contiguity, dtype, stride_order)``: naming each of its rank, static
     extents and dtype that differ, else the first dim whose stride breaks the declared layout
     (:func:`eqsat.ir.layout.stride_problem`)."""
     where = f"input {index}"
     if not isinstance(t, torch.Tensor):
-        raise FusionError(f"{where}: expected a {dtype.name} tensor of rank {len(shape)}, got "
-                          f"{type(t).__name__}", op="fd.define_tensor")
+        raise FusionError(
+            f"{where}: expected a {dtype.name} tensor of rank {len(shape)}, got {type(t).__name__}",
+            op="fd.define_tensor",
+        )
     problems = []
     if t.dim() != len(shape):
         problems.append(f"rank {len(shape)} (got {t.dim()})")
@@ -64,8 +72,14 @@ def check_inputs(fusion: Fusion, inputs: Sequence[Any]) -> dict[int, int]:
         node = fusion.producer[vid]
         if node.op == "define_tensor":
             try:
-                check_tensor_input(i, value, node.arg("shape"), node.arg("dtype"),
-                                   node.arg("contiguity"), node.arg("stride_order"))
+                check_tensor_input(
+                    i,
+                    value,
+                    node.arg("shape"),
+                    node.arg("dtype"),
+                    node.arg("contiguity"),
+                    node.arg("stride_order"),
+                )
             except FusionError as err:
                 raise FusionError(err.message, line=node.line, op="fd.define_tensor") from None
     return fusion.types.bind(fusion, inputs)

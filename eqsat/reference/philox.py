@@ -14,6 +14,7 @@ nearest-even), and a range is applied as ``fma(high - low, u, low)`` (nvFuser co
 not correctly rounded; here they are computed in fp32 with torch's, so they may differ from the
 GPU's in the last bit or two.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,7 @@ def philox(seed: int, subsequence: np.ndarray, offset: int) -> np.ndarray:
     c2, c3 = sub & _MASK, sub >> _U64(32)
     with np.errstate(over="ignore"):
         for round_ in range(10):
-            p0 = _U64(0xD2511F53) * c0            # 32 x 32 bits: exact in 64
+            p0 = _U64(0xD2511F53) * c0  # 32 x 32 bits: exact in 64
             p1 = _U64(0xCD9E8D57) * c2
             c0, c1, c2, c3 = (p1 >> _U64(32)) ^ c1 ^ k0, p1 & _MASK, (p0 >> _U64(32)) ^ c3 ^ k1, p0 & _MASK
             if round_ < 9:
@@ -56,12 +57,12 @@ def _words(numel: int, seed: int, offset: int, per_call: int) -> np.ndarray:
 
 
 def _raw_float(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float32) * np.float32(2.0 ** -32) + np.float32(2.0 ** -33)
+    return x.astype(np.float32) * np.float32(2.0**-32) + np.float32(2.0**-33)
 
 
 def _raw_double(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     z = x.astype(_U64) ^ (y.astype(_U64) << _U64(21))
-    return z.astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
+    return z.astype(np.float64) * 2.0**-53 + 2.0**-54
 
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -72,7 +73,7 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     c = np.broadcast_to(c.astype(np.float64), p.shape)
     s = p + c
     bb = s - p
-    err = (p - (s - bb)) + (c - bb)                    # s + err == p + c exactly (TwoSum)
+    err = (p - (s - bb)) + (c - bb)  # s + err == p + c exactly (TwoSum)
     bits = s.view(np.int64)
     odd = (bits & 1) == 1
     nudge = (err != 0) & ~odd & np.isfinite(s)
@@ -83,11 +84,13 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 def fma64(a: np.ndarray, b: np.ndarray, c: float) -> np.ndarray:
     """``a * b + c`` in fp64 with the product kept exact (Dekker's TwoProduct): within one
     rounding of CUDA's ``fma.rn.f64`` (equal but in rare ties)."""
-    split = 134217729.0                                  # 2**27 + 1
+    split = 134217729.0  # 2**27 + 1
+
     def halves(x):
         t = split * x
         hi = t - (t - x)
         return hi, x - hi
+
     ah, al = halves(a)
     bh, bl = halves(np.broadcast_to(b, a.shape))
     p = a * b

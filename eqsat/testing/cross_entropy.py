@@ -43,6 +43,7 @@ The anchor picks the target's logit from the bf16 logits (the log-softmax never 
 nvFuser copies the upcast of the logits into each kernel of the logsumexp, so the Float
 logits are never written either) and, in the backward, uses sum_V(dlogp) = -c.
 """
+
 from __future__ import annotations
 
 import torch
@@ -105,10 +106,12 @@ def forward(label_smoothing: float = 0.0):
         if not eps:
             fd.add_output(nll)
             return
-        row = fd.ops.broadcast(fd.ops.sum(neg, dims=[1], keepdim=False, dtype=DataType.Null),
-                               is_broadcast_dim=[False, True])
-        smooth = fd.ops.div(fd.ops.sum(fd.ops.where(valid, row, 0.0), dims=[0, 1], keepdim=False,
-                                       dtype=DataType.Null), count)
+        row = fd.ops.broadcast(
+            fd.ops.sum(neg, dims=[1], keepdim=False, dtype=DataType.Null), is_broadcast_dim=[False, True]
+        )
+        smooth = fd.ops.div(
+            fd.ops.sum(fd.ops.where(valid, row, 0.0), dims=[0, 1], keepdim=False, dtype=DataType.Null), count
+        )
         v = fd.ops.cast(fd.ops.size(logits, dim=1), dtype=DataType.Float)
         fd.add_output(fd.ops.add(fd.ops.mul(nll, 1.0 - eps), fd.ops.mul(smooth, fd.ops.div(eps, v))))
 
@@ -124,17 +127,20 @@ def forward_thunder(label_smoothing: float = 0.0, shape: tuple[int, int] = DEMO_
     n, v = shape
 
     def cross_entropy_fwd_thunder(fd) -> None:
-        logits = fd.define_tensor(shape=[n, v], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
+        logits = fd.define_tensor(
+            shape=[n, v], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False
+        )
         target = fd.define_tensor(shape=[n], contiguity=[True], dtype=DataType.Int, is_cpu=False)
         xf = fd.ops.cast(logits, dtype=DataType.Float)
         neg = fd.ops.neg(fd.ops.sub(xf, _logsumexp(fd, xf)))
         yb = fd.ops.broadcast_in_dim(target, shape=[n, 1], broadcast_dims=[0])
         valid = fd.ops.ne(yb, IGNORE_INDEX)
         capped = fd.ops.where(valid, yb, v)
-        padded = fd.ops.pad(neg, [0, 1, 0, 0], 0.0)                               # [N, V + 1]
+        padded = fd.ops.pad(neg, [0, 1, 0, 0], 0.0)  # [N, V + 1]
         picked = fd.ops.take_along_axis(padded, capped, dim=1)
-        count = fd.ops.cast(fd.ops.sum(valid, dims=[0, 1], keepdim=False, dtype=DataType.Null),
-                            dtype=DataType.Float)
+        count = fd.ops.cast(
+            fd.ops.sum(valid, dims=[0, 1], keepdim=False, dtype=DataType.Null), dtype=DataType.Float
+        )
         nll = fd.ops.div(fd.ops.sum(picked, dims=[0, 1], keepdim=False, dtype=DataType.Null), count)
         if not eps:
             fd.add_output(nll)
@@ -156,16 +162,18 @@ def backward(label_smoothing: float = 0.0):
         xf = fd.ops.cast(logits, dtype=DataType.Float)
         logp = fd.ops.sub(xf, _logsumexp(fd, xf))
         yb, valid, count = _valid(fd, target)
-        c = fd.ops.where(valid, fd.ops.div(g, count), 0.0)                       # [N, 1]
-        iota = fd.ops.broadcast(fd.ops.iota(fd.ops.size(logits, dim=1), 0, 1, dtype=DataType.Int),
-                                is_broadcast_dim=[True, False])
+        c = fd.ops.where(valid, fd.ops.div(g, count), 0.0)  # [N, 1]
+        iota = fd.ops.broadcast(
+            fd.ops.iota(fd.ops.size(logits, dim=1), 0, 1, dtype=DataType.Int), is_broadcast_dim=[True, False]
+        )
         onehot = fd.ops.where(fd.ops.eq(iota, yb), fd.ops.mul(c, -(1.0 - eps)), 0.0)
         dlogp = onehot
         if eps:
             v = fd.ops.cast(fd.ops.size(logits, dim=1), dtype=DataType.Float)
             dlogp = fd.ops.sub(onehot, fd.ops.mul(c, fd.ops.div(eps, v)))
-        total = fd.ops.broadcast(fd.ops.sum(dlogp, dims=[1], keepdim=False, dtype=DataType.Null),
-                                 is_broadcast_dim=[False, True])
+        total = fd.ops.broadcast(
+            fd.ops.sum(dlogp, dims=[1], keepdim=False, dtype=DataType.Null), is_broadcast_dim=[False, True]
+        )
         grad = fd.ops.sub(dlogp, fd.ops.mul(fd.ops.exp(logp), total))
         fd.add_output(fd.ops.cast(grad, dtype=DataType.BFloat16))
 
@@ -182,12 +190,13 @@ def forward_anchor(label_smoothing: float = 0.0):
         logits, target, _, xf, lse, yb, valid, count = _prelude(fd, grad=False)
         picked = fd.ops.take_along_axis(logits, fd.ops.where(valid, yb, 0), dim=1)
         picked = fd.ops.cast(picked, dtype=DataType.Float)
-        row = fd.ops.sub(lse, picked)                                             # -logp[target]
+        row = fd.ops.sub(lse, picked)  # -logp[target]
         if eps:
             v = fd.ops.cast(fd.ops.size(logits, dim=1), dtype=DataType.Float)
-            sum_x = fd.ops.broadcast(fd.ops.sum(xf, dims=[1], keepdim=False, dtype=DataType.Null),
-                                     is_broadcast_dim=[False, True])
-            smooth = fd.ops.sub(fd.ops.mul(lse, v), sum_x)                        # sum_V(-logp)
+            sum_x = fd.ops.broadcast(
+                fd.ops.sum(xf, dims=[1], keepdim=False, dtype=DataType.Null), is_broadcast_dim=[False, True]
+            )
+            smooth = fd.ops.sub(fd.ops.mul(lse, v), sum_x)  # sum_V(-logp)
             row = fd.ops.add(fd.ops.mul(row, 1.0 - eps), fd.ops.mul(smooth, fd.ops.div(eps, v)))
         total = fd.ops.sum(fd.ops.where(valid, row, 0.0), dims=[0, 1], keepdim=False, dtype=DataType.Null)
         fd.add_output(fd.ops.div(total, count))
@@ -204,8 +213,9 @@ def backward_anchor(label_smoothing: float = 0.0):
     def cross_entropy_bwd_anchor(fd) -> None:
         logits, target, g, xf, lse, yb, valid, count = _prelude(fd, grad=True)
         c = fd.ops.where(valid, fd.ops.div(g, count), 0.0)
-        iota = fd.ops.broadcast(fd.ops.iota(fd.ops.size(logits, dim=1), 0, 1, dtype=DataType.Int),
-                                is_broadcast_dim=[True, False])
+        iota = fd.ops.broadcast(
+            fd.ops.iota(fd.ops.size(logits, dim=1), 0, 1, dtype=DataType.Int), is_broadcast_dim=[True, False]
+        )
         grad = fd.ops.mul(fd.ops.exp(fd.ops.sub(xf, lse)), c)
         grad = fd.ops.sub(grad, fd.ops.where(fd.ops.eq(iota, yb), fd.ops.mul(c, 1.0 - eps), 0.0))
         if eps:
@@ -219,15 +229,23 @@ def backward_anchor(label_smoothing: float = 0.0):
 
 def torch_forward(label_smoothing: float = 0.0):
     """The loss in plain torch: F.cross_entropy of the logits as Float."""
+
     def reference(logits, target):
-        return F.cross_entropy(logits.float(), target, ignore_index=IGNORE_INDEX, reduction="mean",
-                               label_smoothing=label_smoothing)
+        return F.cross_entropy(
+            logits.float(),
+            target,
+            ignore_index=IGNORE_INDEX,
+            reduction="mean",
+            label_smoothing=label_smoothing,
+        )
+
     return reference
 
 
 def torch_forward_thunder(label_smoothing: float = 0.0):
     """Thunder 0.2.6's loss in plain torch: F.cross_entropy's but for the label-smoothing
     term, which sums -log_softmax over ignored rows too (``forward_thunder``)."""
+
     def reference(logits, target):
         logp = torch.log_softmax(logits.float(), dim=1)
         valid = target != IGNORE_INDEX
@@ -235,34 +253,42 @@ def torch_forward_thunder(label_smoothing: float = 0.0):
         nll = -logp.gather(1, torch.where(valid, target, 0)[:, None])[:, 0].where(valid, 0.0).sum() / count
         smooth = -logp.sum() / count
         return (1 - label_smoothing) * nll + label_smoothing / logits.shape[1] * smooth
+
     return reference
 
 
 def torch_backward(label_smoothing: float = 0.0):
     """d loss / d logits (bf16) in plain torch, by autograd through F.cross_entropy."""
+
     def reference(logits, target, g):
         x = logits.detach().requires_grad_(True)
-        loss = F.cross_entropy(x.float(), target, ignore_index=IGNORE_INDEX, reduction="mean",
-                               label_smoothing=label_smoothing)
+        loss = F.cross_entropy(
+            x.float(), target, ignore_index=IGNORE_INDEX, reduction="mean", label_smoothing=label_smoothing
+        )
         (grad,) = torch.autograd.grad(loss, x, grad_outputs=g)
         return grad
+
     return reference
 
 
 def torch_step(label_smoothing: float = 0.0):
     """Forward and backward in plain torch (what eager and torch.compile are timed on): the
     loss and d loss / d logits for an upstream gradient g."""
+
     def step(logits, target, g):
         x = logits.detach().requires_grad_(True)
-        loss = F.cross_entropy(x.float(), target, ignore_index=IGNORE_INDEX, reduction="mean",
-                               label_smoothing=label_smoothing)
+        loss = F.cross_entropy(
+            x.float(), target, ignore_index=IGNORE_INDEX, reduction="mean", label_smoothing=label_smoothing
+        )
         loss.backward(g)
         return loss.detach(), x.grad
+
     return step
 
 
-def make_inputs(n: int = 64, v: int = 96, device="cpu", ignored: float = 0.125,
-                seed: int = 0) -> list[torch.Tensor]:
+def make_inputs(
+    n: int = 64, v: int = 96, device="cpu", ignored: float = 0.125, seed: int = 0
+) -> list[torch.Tensor]:
     """bf16 logits [n, v] (standard normal, times 4), Int targets in [0, v) with a share
     ``ignored`` of them set to ignore_index, and the upstream gradient g = 1.0 (Float,
     0-dim; the forward takes the first two)."""

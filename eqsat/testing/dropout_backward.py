@@ -12,13 +12,14 @@ as bool, and the reduction's kernel reads it.
 Inputs: ``g`` [N, H] bf16, ``seed`` and ``offset`` (Int scalars); outputs ``dx`` [N, H] bf16
 and, with a reduction, its sum in bf16.
 """
+
 from __future__ import annotations
 
 import torch
 
 from eqsat.ir.dtypes import DataType
 
-KEEP = 0.9      # the probability of keeping an element (dropout p = 0.1, as OPT's)
+KEEP = 0.9  # the probability of keeping an element (dropout p = 0.1, as OPT's)
 REDUCED_DIM = {"rows": 0, "cols": 1}
 
 
@@ -36,12 +37,15 @@ def definition(shape, reduce: str | None = "rows", split: bool = False, DataType
         keep = fd.ops.lt(fd.ops.cast(u, dtype=DataType.Float), KEEP)
         if split:
             keep = fd.ops.segment_set(keep)
-        masked = fd.ops.mul(fd.ops.mul(fd.ops.cast(keep, dtype=DataType.Float),
-                                       fd.ops.cast(g, dtype=DataType.Float)), 1 / KEEP)
+        masked = fd.ops.mul(
+            fd.ops.mul(fd.ops.cast(keep, dtype=DataType.Float), fd.ops.cast(g, dtype=DataType.Float)),
+            1 / KEEP,
+        )
         fd.add_output(fd.ops.cast(masked, dtype=DataType.BFloat16))
         if reduce is not None:
             total = fd.ops.sum(masked, dims=[REDUCED_DIM[reduce]], dtype=DataType.Float)
             fd.add_output(fd.ops.cast(total, dtype=DataType.BFloat16))
+
     return fusion
 
 

@@ -13,6 +13,7 @@ the max over the hidden axis first (it fuses into the kernel that makes y), then
 rows. ``scaled_amax=False`` is the delayed-scaling form (TransformerEngine: the amax of the
 unscaled y is recorded, y * s is cast).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 
 from eqsat.ir.dtypes import DataType
 
-E4M3_MAX = 448.0      # the largest finite float8_e4m3fn
+E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 DEMO_SHAPE = (16384, 4096)
 RMS_EPS, LN_EPS = 1e-6, 1e-5
 
@@ -40,15 +41,17 @@ def _row(fd, v, like):
 
 def _column(fd, v, like):
     """A per-column bf16 value [H] as Float, broadcast to ``like``'s [N, H]."""
-    return fd.ops.broadcast_in_dim(fd.ops.cast(v, dtype=DataType.Float), shape=fd.ops.shape(like),
-                                   broadcast_dims=[1])
+    return fd.ops.broadcast_in_dim(
+        fd.ops.cast(v, dtype=DataType.Float), shape=fd.ops.shape(like), broadcast_dims=[1]
+    )
 
 
 def _rmsnorm(fd):
     x, w = _tensor(fd, 2), _tensor(fd, 1)
     xf = fd.ops.cast(x, dtype=DataType.Float)
-    mean_square = fd.ops.div(fd.ops.sum(fd.ops.mul(xf, xf), dims=[1]),
-                             fd.ops.cast(fd.ops.size(x, dim=1), dtype=DataType.Float))
+    mean_square = fd.ops.div(
+        fd.ops.sum(fd.ops.mul(xf, xf), dims=[1]), fd.ops.cast(fd.ops.size(x, dim=1), dtype=DataType.Float)
+    )
     rstd = fd.ops.rsqrt(fd.ops.add(mean_square, RMS_EPS))
     return fd.ops.mul(fd.ops.mul(xf, _row(fd, rstd, x)), _column(fd, w, x))
 
@@ -94,46 +97,55 @@ def _layernorm_torch(x, w, b):
 class Family:
     name: str
     summary: str
-    body: Callable            # fd -> y (Float [N, H]), defining the family's inputs
-    torch_body: Callable      # the family's input tensors -> y (Float), in plain torch
-    inputs: str               # one letter per input: "n" an [N, H] tensor, "h" an [H] one
+    body: Callable  # fd -> y (Float [N, H]), defining the family's inputs
+    torch_body: Callable  # the family's input tensors -> y (Float), in plain torch
+    inputs: str  # one letter per input: "n" an [N, H] tensor, "h" an [H] one
 
 
-FAMILIES = {f.name: f for f in (
-    Family("rmsnorm", "rms_norm(x) * w", _rmsnorm, _rmsnorm_torch, "nh"),
-    Family("layernorm", "layer_norm(x) * w + b", _layernorm, _layernorm_torch, "nhh"),
-    Family("gelu_tanh", "gelu(x), tanh form", _gelu_tanh,
-           lambda x: F.gelu(x.float(), approximate="tanh"), "n"),
-    Family("gelu_erf", "gelu(x), erf form", _gelu_erf, lambda x: F.gelu(x.float()), "n"),
-    Family("swiglu", "silu(a) * b", _swiglu, lambda a, b: F.silu(a.float()) * b.float(), "nn"),
-)}
+AMAX_FAMILIES = {
+    f.name: f
+    for f in (
+        Family("rmsnorm", "rms_norm(x) * w", _rmsnorm, _rmsnorm_torch, "nh"),
+        Family("layernorm", "layer_norm(x) * w + b", _layernorm, _layernorm_torch, "nhh"),
+        Family(
+            "gelu_tanh",
+            "gelu(x), tanh form",
+            _gelu_tanh,
+            lambda x: F.gelu(x.float(), approximate="tanh"),
+            "n",
+        ),
+        Family("gelu_erf", "gelu(x), erf form", _gelu_erf, lambda x: F.gelu(x.float()), "n"),
+        Family("swiglu", "silu(a) * b", _swiglu, lambda a, b: F.silu(a.float()) * b.float(), "nn"),
+    )
+}
 
 
 def definition(family: str, *, split: bool = False, scaled_amax: bool = True) -> Callable:
     """The fusion of ``family`` (a function of ``fd``): as a user writes it, or (``split``)
     with the amax split by hand, over the hidden axis and then over the rows."""
-    body = FAMILIES[family].body
+    body = AMAX_FAMILIES[family].body
 
     def define(fd) -> None:
         y = body(fd)
         s = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
         ys = fd.ops.mul(y, s)
         a = fd.ops.abs(ys if scaled_amax else y)
-        amax = (fd.ops.max(fd.ops.max(a, dims=[1]), dims=[0]) if split
-                else fd.ops.max(a, dims=[0, 1]))
+        amax = fd.ops.max(fd.ops.max(a, dims=[1]), dims=[0]) if split else fd.ops.max(a, dims=[0, 1])
         fd.add_output(fd.ops.cast(fd.ops.clamp(ys, -E4M3_MAX, E4M3_MAX), dtype=DataType.Float8_e4m3fn))
         fd.add_output(amax)
 
     define.__name__ = f"{family}_fp8_amax{'_split' if split else ''}"
-    define.__doc__ = (f"FP8 amax after {FAMILIES[family].summary}: q = e4m3(clamp(y * s)), amax = "
-                      f"max |{'y * s' if scaled_amax else 'y'}| over both axes"
-                      f"{', split by hand' if split else ''}.")
+    define.__doc__ = (
+        f"FP8 amax after {AMAX_FAMILIES[family].summary}: q = e4m3(clamp(y * s)), amax = "
+        f"max |{'y * s' if scaled_amax else 'y'}| over both axes"
+        f"{', split by hand' if split else ''}."
+    )
     return define
 
 
 def torch_reference(family: str, *, scaled_amax: bool = True) -> Callable:
     """``family``'s outputs [q, amax] in plain torch (``torch.nn.functional``)."""
-    fam = FAMILIES[family]
+    fam = AMAX_FAMILIES[family]
 
     def reference(*inputs):
         *tensors, s = inputs
@@ -146,10 +158,11 @@ def torch_reference(family: str, *, scaled_amax: bool = True) -> Callable:
     return reference
 
 
-def make_inputs(family: str, n: int = 64, h: int = 96, device="cpu", scale: float = 2.5,
-                dtype=torch.bfloat16) -> list[torch.Tensor]:
+def make_inputs(
+    family: str, n: int = 64, h: int = 96, device="cpu", scale: float = 2.5, dtype=torch.bfloat16
+) -> list[torch.Tensor]:
     """Random inputs of ``family`` at [N, H] = [n, h] in ``dtype``, then the Float scale."""
     g = torch.Generator(device="cpu").manual_seed(0)
     shapes = {"n": (n, h), "h": (h,)}
-    out = [torch.randn(*shapes[c], generator=g).to(dtype).to(device) for c in FAMILIES[family].inputs]
+    out = [torch.randn(*shapes[c], generator=g).to(dtype).to(device) for c in AMAX_FAMILIES[family].inputs]
     return out + [torch.tensor(scale, dtype=torch.float32, device=device)]

@@ -1,6 +1,7 @@
 """One fuzzing check: a random fusion optimized for large shapes, run on small inputs through
 the torch executor, against the original. Used by ``tests/test_fuzz.py`` (hypothesis) and
 ``bench/fuzz.py`` (thousands of seeds)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +25,9 @@ REESTIMATE_SLACK = 0.05
 @dataclass
 class FuzzResult:
     changed: bool
-    problem: str | None          # None: the optimized fusion agrees and costs no more
-    exact: bool = True           # NaN and inf were compared place by place (exact rules only)
-    rules: tuple = ()            # the rules credited with the optimized fusion
+    problem: str | None  # None: the optimized fusion agrees and costs no more
+    exact: bool = True  # NaN and inf were compared place by place (exact rules only)
+    rules: tuple = ()  # the rules credited with the optimized fusion
 
 
 def check_case(case: RandomCase, min_gain: float = 0.0, **options) -> FuzzResult:
@@ -100,6 +101,7 @@ class _AbsoluteSums(TorchOps):
 
             def var_and_mean_of_magnitudes(arg, *args, **kwargs):
                 return op(arg, *args, **kwargs)[0], magnitudes(_magnitude(arg), *args, **kwargs)[1]
+
             return var_and_mean_of_magnitudes
         return op
 
@@ -118,10 +120,14 @@ def summand_magnitudes(fusion: Fusion, inputs) -> list:
     fd.ops = _AbsoluteSums(device=fd.ops.device)
     try:
         replay(fusion, fd)
-    except Exception:                   # no floor where the magnitudes cannot be computed
+    except Exception:  # no floor where the magnitudes cannot be computed
         return [None] * len(fusion.outputs)
-    return [o.abs().to(torch.float64).nan_to_num(nan=0.0) if isinstance(o, torch.Tensor)
-            and (o.dtype.is_floating_point or o.dtype.is_complex) else None for o in fd.outputs]
+    return [
+        o.abs().to(torch.float64).nan_to_num(nan=0.0)
+        if isinstance(o, torch.Tensor) and (o.dtype.is_floating_point or o.dtype.is_complex)
+        else None
+        for o in fd.outputs
+    ]
 
 
 def _cost_problem(case: RandomCase, opt, options) -> str | None:
@@ -134,14 +140,16 @@ def _cost_problem(case: RandomCase, opt, options) -> str | None:
         # the lowered fusion, encoded afresh, may be grouped into kernels a little differently
         # by the model's greedy segmentation than the extracted candidate was (seen: up to 4%)
         if again > before * (1 + REESTIMATE_SLACK) + 0.01:
-            return (f"the optimized fusion re-estimates at {again:.4f} us, above the "
-                    f"original's {before:.4f} us")
+            return (
+                f"the optimized fusion re-estimates at {again:.4f} us, above the original's {before:.4f} us"
+            )
     return None
 
 
 def widened(fusion: Fusion) -> Fusion:
     """``fusion`` with every Float (fp32) value made Double: the same math in float64, an
     exact reference for it. Half types stay what they are (storage that rounds)."""
+
     def wide(v):
         if v is DataType.Float:
             return DataType.Double
@@ -156,8 +164,9 @@ def _as_accurate(case: RandomCase, got, want, i: int) -> bool:
     the original's (``want``) is (twice as far at most): a difference that is the original's own
     rounding error (a normalization of a sum that cancels to ~0 amplifies it) is no wrong rewrite.
     Only places where all three are finite count (NaN and inf are compared exactly elsewhere)."""
-    wide_inputs = [x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
-                   for x in case.inputs]
+    wide_inputs = [
+        x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x for x in case.inputs
+    ]
     exact = run_fusion(widened(case.fusion), wide_inputs, strict=True)[i]
     if not isinstance(exact, torch.Tensor) or not exact.dtype.is_floating_point:
         return False

@@ -14,6 +14,7 @@ The probe is an add of an 8 x 8 fp32 tensor to itself: one pointwise kernel of a
 microsecond, so that its time at steady state is the host's (base, one segment, one input, one
 output, one op).
 """
+
 from __future__ import annotations
 
 from eqsat.cost.profile import Profile
@@ -23,7 +24,7 @@ from eqsat.optimize import estimate_fusion
 from eqsat.reference.devices import to_device
 from eqsat.verification.timing import throughput_us
 
-PROBE_SOURCE = '''
+PROBE_SOURCE = """
 import torch
 from nvfuser_direct import FusionDefinition, DataType
 
@@ -33,7 +34,7 @@ def nvfuser_fusion(fd : FusionDefinition) -> None :
     fd.add_output(tv1)
 
 inputs = [torch.ones(8, 8)]
-'''
+"""
 
 
 def probe():
@@ -60,6 +61,7 @@ def host_scale(measured_us: float, profile: Profile | str | None = None) -> floa
     measured time less its predicted kernel time, over its predicted host time."""
     est = predicted(profile)
     if not measured_us > est.device_us:
-        raise ValueError(f"the probe's measured time must exceed its kernel's {est.device_us:.2f} us, "
-                         f"not {measured_us!r}")
+        raise ValueError(
+            f"the probe's measured time must exceed its kernel's {est.device_us:.2f} us, not {measured_us!r}"
+        )
     return (measured_us - est.device_us) / est.host_us

@@ -9,6 +9,7 @@ times a constant, each its own output; and ``distributed``, a sum over the inner
 products of the input with row-broadcast weights, each block a place for the distribution
 rewrite.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,6 +30,7 @@ def chain(ops: int):
                 y = fd.ops.add(fd.ops.mul(y, x), x) if n % 2 else fd.ops.tanh(y)
                 n += 2 if n % 2 else 1
         fd.add_output(y)
+
     return definition, lambda m, k: [torch.randn(m, k)]
 
 
@@ -45,6 +47,7 @@ def distributed(ops: int):
             s = fd.ops.sum(fd.ops.mul(x, wb), dims=[1])
             acc = s if acc is None else fd.ops.add(acc, s)
         fd.add_output(acc)
+
     return definition, lambda m, k: [torch.randn(m, k), torch.randn(m)]
 
 
@@ -55,6 +58,7 @@ def elementwise(ops: int):
         for i in range(ops):
             y = fd.ops.tanh(y) if i % 2 else fd.ops.add(y, x)
         fd.add_output(y)
+
     return definition, lambda m, k: [torch.randn(m, k)]
 
 
@@ -66,7 +70,8 @@ def wide(ops: int):
         for i in range(blocks):
             c = fd.define_scalar(1.0 + i / blocks, dtype=DataType.Double)
             fd.add_output(fd.ops.exp(fd.ops.sum(fd.ops.mul(x, c), dims=[1])))
+
     return definition, lambda m, k: [torch.randn(m, k)]
 
 
-KINDS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}
+LARGE_FUSIONS = {"chain": chain, "elementwise": elementwise, "wide": wide, "distributed": distributed}

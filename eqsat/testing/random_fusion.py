@@ -11,8 +11,8 @@ ops eqsat does not model (``erf``, ``where``, ``reshape``), which it keeps verba
 ``segment_set`` (a kernel boundary). One to three outputs.
 
 ``special=True`` draws special values too: into the inputs, per dtype (NaN, +-inf, +-0.0, the
-largest finite value and half of it, the smallest normal; see :func:`special_inputs`), into the
-scalar input, and into scalar constants (:data:`SPECIAL_SCALARS`); and one more kind of step,
+largest finite value and half of it, the smallest normal; see :mod:`eqsat.testing.special_inputs`), into the
+scalar input, and into scalar constants (``special_inputs.SPECIAL_SCALARS``); and one more kind of step,
 a max or min of a sum or product with a term constant along the reduced axes (where +inf in
 one meets -inf in the other). With ``mixed`` too, integer inputs get their dtype's limits
 (INT_MIN, INT_MAX, their neighbours, -1, 0, the least square that overflows).
@@ -37,10 +37,10 @@ or :class:`HypothesisChooser` (``data.draw``; the tests, which then shrink failu
     def test(data):
         case = random_fusion(HypothesisChooser(data))
 """
+
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -51,59 +51,35 @@ from eqsat.ir.dtypes import DataType, to_torch
 from eqsat.ir.fusion import Fusion
 from eqsat.lowering.source import fusion_source
 
-FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)     # of the inputs, and casts
-MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)       # with ``mixed``
-INT_SCALARS = [1, -1, 2, 46341]             # with ``mixed``: Int constants (46341**2 > INT32_MAX)
+from .choosers import Chooser
+from .special_inputs import SPECIAL_SCALARS, special_inputs
+
+FUZZ_DTYPES = (DataType.Float, DataType.BFloat16, DataType.Half)  # of the inputs, and casts
+MIXED_DTYPES = (DataType.Int32, DataType.Int, DataType.Bool)  # with ``mixed``
+INT_SCALARS = [1, -1, 2, 46341]  # with ``mixed``: Int constants (46341**2 > INT32_MAX)
 D = DataType.Double
-STEPS = ["unary", "binary", "binary", "scalar", "cast", "reduction", "reduction",
-         "normalization", "boundary", "factored_sum", "normalized_amax"]
-SPECIAL_STEPS = ["shifted_extremum"]       # the max/min rules' pattern, where inf meets -inf
-DRAW_STEPS = ["dropout"]                    # random draws (``draws=True``: other seeds' fusions stay as they were)
+STEPS = [
+    "unary",
+    "binary",
+    "binary",
+    "scalar",
+    "cast",
+    "reduction",
+    "reduction",
+    "normalization",
+    "boundary",
+    "factored_sum",
+    "normalized_amax",
+]
+SPECIAL_STEPS = ["shifted_extremum"]  # the max/min rules' pattern, where inf meets -inf
+DRAW_STEPS = ["dropout"]  # random draws (``draws=True``: other seeds' fusions stay as they were)
 SCALARS = [0.5, 2.0, -1.5, 3.0, 1e-3]
-# Double constants: a huge one overflows a Float product, a tiny one underflows it
-SPECIAL_SCALARS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, 1e-300]
-
-
-class Chooser:
-    def int(self, lo: int, hi: int) -> int:      # inclusive
-        raise NotImplementedError
-
-    def pick(self, options: Sequence[Any]) -> Any:
-        return options[self.int(0, len(options) - 1)]
-
-    def subset(self, items: Sequence[Any], min_size: int = 0) -> list:
-        if len(items) <= min_size:
-            return list(items)
-        while True:
-            out = [x for x in items if self.int(0, 1)]
-            if len(out) >= min_size:
-                return out
-            if len(items) == min_size:
-                return list(items)
-
-
-class RandomChooser(Chooser):
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-
-    def int(self, lo, hi):
-        return self.rng.randint(lo, hi)
-
-
-class HypothesisChooser(Chooser):
-    def __init__(self, data):
-        from hypothesis import strategies as st
-
-        self._data, self._st = data, st
-
-    def int(self, lo, hi):
-        return self._data.draw(self._st.integers(lo, hi))
 
 
 @dataclass
 class Value:
     ref: Any
-    dims: tuple            # axis ids, or None for a broadcast (keepdim) dim of extent 1
+    dims: tuple  # axis ids, or None for a broadcast (keepdim) dim of extent 1
 
 
 @dataclass
@@ -115,21 +91,27 @@ class RandomCase:
     fusion: Fusion
     inputs: list
     planning_inputs: list
-    reduction_size: int              # the most elements any one reduction combines (small inputs)
+    reduction_size: int  # the most elements any one reduction combines (small inputs)
     ops: list[str] = field(default_factory=list)
-    special: bool = False            # special values drawn into the inputs and constants
-    edges: bool = False              # run-time extents 0 and 1 drawn too
-    mixed: bool = False              # integer and bool inputs, constants and casts
+    special: bool = False  # special values drawn into the inputs and constants
+    edges: bool = False  # run-time extents 0 and 1 drawn too
+    mixed: bool = False  # integer and bool inputs, constants and casts
 
-    def __repr__(self) -> str:        # hypothesis prints this for a failing example
+    def __repr__(self) -> str:  # hypothesis prints this for a failing example
         return f"RandomCase(ops={self.ops}):\n{fusion_source(self.fusion)}"
 
 
 class _Builder:
-    def __init__(self, ch: Chooser, fd: FusionDefinition, extents: list[int], special: bool = False,
-                 mixed: bool = False):
+    def __init__(
+        self,
+        ch: Chooser,
+        fd: FusionDefinition,
+        extents: list[int],
+        special: bool = False,
+        mixed: bool = False,
+    ):
         self.ch, self.fd, self.extents, self.special, self.mixed = ch, fd, extents, special, mixed
-        self.sizes: dict[int, Any] = {}        # axis -> a symbolic size of it (fd.ops.size)
+        self.sizes: dict[int, Any] = {}  # axis -> a symbolic size of it (fd.ops.size)
         self.values: list[Value] = []
         self.reduction_size = 1
         self.ops: list[str] = []
@@ -148,8 +130,9 @@ class _Builder:
         v = self.plain(v)
         if v.dims == axes:
             return v.ref
-        return self.fd.ops.broadcast_in_dim(v.ref, shape=[self.sizes[a] for a in axes],
-                                            broadcast_dims=[axes.index(d) for d in v.dims])
+        return self.fd.ops.broadcast_in_dim(
+            v.ref, shape=[self.sizes[a] for a in axes], broadcast_dims=[axes.index(d) for d in v.dims]
+        )
 
     def arith(self, v: Value) -> Value:
         """``v`` cast to Int32 where it is Bool: torch negates, subtracts, takes abs, relu and
@@ -190,17 +173,38 @@ class _Builder:
     # -- steps -------------------------------------------------------------------------------
     def unary(self, v: Value):
         ops = self.fd.ops
-        kind = self.ch.pick(["neg", "abs", "tanh", "sigmoid", "relu", "exp_tanh", "sqrt_abs",
-                             "recip_1p_abs", "rsqrt_1p_abs", "log_1p_abs", "erf", "square"])
+        kind = self.ch.pick(
+            [
+                "neg",
+                "abs",
+                "tanh",
+                "sigmoid",
+                "relu",
+                "exp_tanh",
+                "sqrt_abs",
+                "recip_1p_abs",
+                "rsqrt_1p_abs",
+                "log_1p_abs",
+                "erf",
+                "square",
+            ]
+        )
         x = self.arith(v).ref
         one = self.fd.define_scalar(1.0, dtype=D)
-        out = {"neg": lambda: ops.neg(x), "abs": lambda: ops.abs(x), "tanh": lambda: ops.tanh(x),
-               "sigmoid": lambda: ops.sigmoid(x), "relu": lambda: ops.relu(x),
-               "exp_tanh": lambda: ops.exp(ops.tanh(x)), "sqrt_abs": lambda: ops.sqrt(ops.abs(x)),
-               "recip_1p_abs": lambda: ops.reciprocal(ops.add(ops.abs(x), one)),
-               "rsqrt_1p_abs": lambda: ops.rsqrt(ops.add(one, ops.abs(x))),
-               "log_1p_abs": lambda: ops.log(ops.add(ops.abs(x), one)),
-               "erf": lambda: ops.erf(x), "square": lambda: ops.pow(x, self.fd.define_scalar(2.0, dtype=D))}[kind]()
+        out = {
+            "neg": lambda: ops.neg(x),
+            "abs": lambda: ops.abs(x),
+            "tanh": lambda: ops.tanh(x),
+            "sigmoid": lambda: ops.sigmoid(x),
+            "relu": lambda: ops.relu(x),
+            "exp_tanh": lambda: ops.exp(ops.tanh(x)),
+            "sqrt_abs": lambda: ops.sqrt(ops.abs(x)),
+            "recip_1p_abs": lambda: ops.reciprocal(ops.add(ops.abs(x), one)),
+            "rsqrt_1p_abs": lambda: ops.rsqrt(ops.add(one, ops.abs(x))),
+            "log_1p_abs": lambda: ops.log(ops.add(ops.abs(x), one)),
+            "erf": lambda: ops.erf(x),
+            "square": lambda: ops.pow(x, self.fd.define_scalar(2.0, dtype=D)),
+        }[kind]()
         self.add(out, v.dims, kind)
 
     def binary(self, a: Value, b: Value):
@@ -212,7 +216,7 @@ class _Builder:
         if kind in ("sub", "div_1p_abs", "div_int"):
             a, b = self.arith(a), self.arith(b)
         x, y = self.to_axes(a, axes), self.to_axes(b, axes)
-        if kind == "div_int":           # truncating where both are integers; never by 0 or -1
+        if kind == "div_int":  # truncating where both are integers; never by 0 or -1
             out = ops.div(x, ops.maximum(ops.abs(y), self.fd.define_scalar(1, dtype=DataType.Int)))
         elif kind == "div_1p_abs":
             out = ops.div(x, ops.add(ops.abs(y), self.fd.define_scalar(1.0, dtype=D)))
@@ -267,8 +271,11 @@ class _Builder:
             out = ops.var(v.ref, dims=dims, correction=self.ch.int(0, 1), keepdim=keepdim)
         else:
             out = getattr(ops, kind)(v.ref, dims=dims, keepdim=keepdim)
-        kept = tuple(None if d in reduced else d for d in v.dims) if keepdim else \
-            tuple(d for d in v.dims if d not in reduced)
+        kept = (
+            tuple(None if d in reduced else d for d in v.dims)
+            if keepdim
+            else tuple(d for d in v.dims if d not in reduced)
+        )
         self.add(out, kept, f"{kind}{'_keepdim' if keepdim else ''}")
 
     def normalization(self, v: Value):
@@ -287,8 +294,10 @@ class _Builder:
         else:
             var, mean = ops.var_mean(v.ref, dims=dims, correction=0)
             rstd = ops.rsqrt(ops.add(var, self.fd.define_scalar(1e-5, dtype=D)))
-            y = ops.mul(ops.sub(v.ref, self.to_axes(Value(mean, rest), v.dims)),
-                        self.to_axes(Value(rstd, rest), v.dims))
+            y = ops.mul(
+                ops.sub(v.ref, self.to_axes(Value(mean, rest), v.dims)),
+                self.to_axes(Value(rstd, rest), v.dims),
+            )
             self.add(y, v.dims, "layer_norm")
 
     def factored_sum(self, v: Value, w: Value):
@@ -311,7 +320,11 @@ class _Builder:
             return self.unary(v)
         reduced, _ = self.reduce_over(v, v.dims)
         gone = [i for i, d in enumerate(w.dims) if d in reduced]
-        b = Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced)) if gone else w
+        b = (
+            Value(self.fd.ops.max(w.ref, dims=gone), tuple(d for d in w.dims if d not in reduced))
+            if gone
+            else w
+        )
         axes = tuple(sorted(set(v.dims) | set(b.dims)))
         kind, extremum = self.ch.pick(["add", "sub", "mul_exp"]), self.ch.pick(["max", "min"])
         if kind == "sub":
@@ -334,9 +347,14 @@ class _Builder:
         ``v * mask / 0.9`` (the placement rule's pattern)."""
         v = self.upcast(self.plain(v))
         ops, Int = self.fd.ops, DataType.Int
-        u = ops.uniform(self.fd.define_scalar(0.0, dtype=D), self.fd.define_scalar(1.0, dtype=D),
-                        [self.sizes[d] for d in v.dims], rng_seed=self.fd.define_scalar(self.ch.int(0, 99), dtype=Int),
-                        rng_offset=self.fd.define_scalar(4 * self.ch.int(0, 9), dtype=Int), dtype=DataType.Float)
+        u = ops.uniform(
+            self.fd.define_scalar(0.0, dtype=D),
+            self.fd.define_scalar(1.0, dtype=D),
+            [self.sizes[d] for d in v.dims],
+            rng_seed=self.fd.define_scalar(self.ch.int(0, 99), dtype=Int),
+            rng_offset=self.fd.define_scalar(4 * self.ch.int(0, 9), dtype=Int),
+            dtype=DataType.Float,
+        )
         keep = ops.cast(ops.lt(u, self.fd.define_scalar(0.9, dtype=D)), dtype=DataType.Float)
         self.add(ops.mul(ops.mul(v.ref, keep), self.fd.define_scalar(1 / 0.9, dtype=D)), v.dims, "dropout")
 
@@ -345,7 +363,7 @@ class _Builder:
         cummax) along one of the value's axes."""
         kind = self.ch.int(0, 2) if v.dims else 1
         if kind == 2 and (v.ref.dtype is DataType.Bool or None in v.dims):
-            kind = 1    # a scan of bools has no torch counterpart of its dtype; keepdim dims: none
+            kind = 1  # a scan of bools has no torch counterpart of its dtype; keepdim dims: none
         if kind == 0:
             v = self.plain(v)
             out = self.fd.ops.reshape(v.ref, new_shape=[self.sizes[d] for d in v.dims])
@@ -359,9 +377,51 @@ class _Builder:
             self.add(out, v.dims, scan)
 
 
-def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent: int = 8,
-                  special: bool = False, draws: bool = False, edges: bool = False,
-                  mixed: bool = False) -> RandomCase:
+def _input_spec(ch: Chooser, n_inputs: int, n_axes: int, mixed: bool) -> list[tuple[tuple[int, ...], Any]]:
+    """Each input's axes and dtype; with ``mixed``, some of them of the fusion's one integer or
+    bool dtype."""
+    spec = []
+    other = None
+    for _ in range(n_inputs):
+        dims = tuple(ch.subset(range(n_axes), min_size=1))
+        dtype = ch.pick(FUZZ_DTYPES)
+        if mixed:
+            other = other or ch.pick(MIXED_DTYPES)
+            dtype = other if ch.int(0, 1) else dtype
+        spec.append((dims, dtype))
+    return spec
+
+
+def _inputs(spec, extents, planning, seed: int, with_scalar_input: bool, special: bool) -> tuple[list, list]:
+    """The inputs to run at ``extents`` (values from ``seed``) and to plan at ``planning`` (meta
+    tensors), a scalar input last where the fusion has one."""
+    g = torch.Generator().manual_seed(seed)
+    inputs: list[Any] = [
+        _values(torch.randn(*[extents[d] for d in dims], generator=g), dtype) for dims, dtype in spec
+    ]
+    big = [
+        torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
+        for dims, dtype in spec
+    ]
+    if with_scalar_input:
+        inputs.append(float(torch.randn(1, generator=g)))
+        big.append(inputs[-1])
+    if special:
+        inputs = special_inputs(inputs, g)
+        big = big[: len(spec)] + inputs[len(spec) :]
+    return inputs, big
+
+
+def random_fusion(
+    ch: Chooser,
+    max_steps: int = 8,
+    max_axes: int = 3,
+    max_extent: int = 8,
+    special: bool = False,
+    draws: bool = False,
+    edges: bool = False,
+    mixed: bool = False,
+) -> RandomCase:
     """A random fusion and inputs for it (seeded through the chooser); ``special`` draws
     special values into inputs and constants (the same fusion otherwise, but for constants);
     ``draws`` adds dropout steps (a mask drawn from a constant seed and offset); ``edges``
@@ -372,15 +432,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     planning = [ch.pick([16, 256, 1024, 8192]) for _ in range(n_axes)]
     n_inputs = ch.int(1, 3)
     seed = ch.int(0, 2**16)
-    spec = []
-    other = None                 # with mixed: the fusion's one integer or bool input dtype
-    for _ in range(n_inputs):
-        dims = tuple(ch.subset(range(n_axes), min_size=1))
-        dtype = ch.pick(FUZZ_DTYPES)
-        if mixed:
-            other = other or ch.pick(MIXED_DTYPES)
-            dtype = other if ch.int(0, 1) else dtype
-        spec.append((dims, dtype))
+    spec = _input_spec(ch, n_inputs, n_axes, mixed)
     with_scalar_input = bool(ch.int(0, 1))
     steps = ch.int(1, max_steps)
     holder: dict[str, _Builder] = {}
@@ -404,7 +456,7 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
                 b.with_scalar(v, scalar_input)
             else:
                 getattr(b, kind)(v)
-        produced = b.values[len(spec):]
+        produced = b.values[len(spec) :]
         outputs = [produced[-1]] + [x for x in ch.subset(produced[:-1]) if ch.int(0, 2) == 0][:2]
         for v in outputs:
             fd.add_output(v.ref)
@@ -412,20 +464,10 @@ def random_fusion(ch: Chooser, max_steps: int = 8, max_axes: int = 3, max_extent
     with FusionDefinition() as fd:
         definition(fd)
     b = holder["b"]
-    if edges:            # each axis empty, or of size 1, about one time in six at run time
+    if edges:  # each axis empty, or of size 1, about one time in six at run time
         extents = [ch.pick([0, 1] + [e] * 4) for e in extents]
-    g = torch.Generator().manual_seed(seed)
-    inputs: list[Any] = [_values(torch.randn(*[extents[d] for d in dims], generator=g), dtype)
-                         for dims, dtype in spec]
-    big = [torch.empty(*[planning[d] for d in dims], dtype=to_torch(dtype), device="meta")
-           for dims, dtype in spec]
-    if with_scalar_input:
-        inputs.append(float(torch.randn(1, generator=g)))
-        big.append(inputs[-1])
-    if special:
-        inputs = special_inputs(inputs, g)
-        big = big[:len(spec)] + inputs[len(spec):]
-    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec):], special, edges, mixed)
+    inputs, big = _inputs(spec, extents, planning, seed, with_scalar_input, special)
+    return RandomCase(fd.fusion, inputs, big, b.reduction_size, b.ops[len(spec) :], special, edges, mixed)
 
 
 def _is_float(dtype: DataType) -> bool:
@@ -441,46 +483,3 @@ def _values(normal: torch.Tensor, dtype: DataType) -> torch.Tensor:
     if not _is_float(dtype):
         return (normal * 50000).round().to(to_torch(dtype))
     return normal.to(to_torch(dtype))
-
-
-def special_values(dtype: torch.dtype) -> list[float]:
-    """NaN, +-inf, +-0.0, the largest finite value and half of it (sums and products of them
-    overflow), and the smallest normal (products of them underflow), of a float ``dtype``; of
-    an integer one its limits, their neighbours, -1, 0 and the least square that overflows;
-    of Bool none."""
-    if dtype == torch.bool:
-        return []
-    if not dtype.is_floating_point:
-        info = torch.iinfo(dtype)
-        root = math.isqrt(info.max) + 1
-        return [info.min, info.min + 1, info.max, info.max - 1, -1, 0, root, -root]
-    info = torch.finfo(dtype)
-    extremes = [info.max, info.max / 2, info.tiny]
-    return [math.nan, math.inf, -math.inf, 0.0, -0.0] + extremes + [-v for v in extremes]
-
-
-def special_inputs(inputs: list, g: torch.Generator) -> list:
-    """``inputs`` with special values: in most tensors, one or two of their dtype's
-    (:func:`special_values`) at a random share of places; the scalar input one of
-    SPECIAL_SCALARS one time in three."""
-    out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            out.append(_with_special_values(x, g))
-        elif int(torch.randint(3, (), generator=g)) == 0:
-            out.append(SPECIAL_SCALARS[int(torch.randint(len(SPECIAL_SCALARS), (), generator=g))])
-        else:
-            out.append(x)
-    return out
-
-
-def _with_special_values(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    if int(torch.randint(5, (), generator=g)) < 2:                  # two in five: none
-        return x
-    pool = special_values(x.dtype)
-    if not pool:
-        return x
-    few = torch.tensor([pool[int(i)] for i in torch.randint(len(pool), (2,), generator=g)], dtype=x.dtype)
-    share = (0.05, 0.15, 0.4)[int(torch.randint(3, (), generator=g))]
-    at = torch.rand(x.shape, generator=g) < share
-    return torch.where(at, few[torch.randint(2, x.shape, generator=g)], x)

@@ -12,6 +12,7 @@ definition runs at any [B, S, H].
 Inputs: ``x`` [B, S, H] bf16, ``amax`` and ``coef`` 0-dim fp32, ``g`` [B, S, H] bf16; output
 ``dx`` [B, S, H] bf16.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,6 +29,7 @@ def silu_parts(fd, x, DataType=DataType):
 
 def definition(recomputed: bool = False, DataType=DataType):
     """The fusion (a function of ``fd``); ``DataType`` eqsat's or nvFuser's (the same names)."""
+
     def fusion(fd):
         x = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True] * 3, dtype=DataType.BFloat16)
         amax = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float)
@@ -40,11 +42,14 @@ def definition(recomputed: bool = False, DataType=DataType):
         hit = fd.ops.eq(fd.ops.abs(s), wide(amax))
         hit_counted = fd.ops.eq(fd.ops.abs(s_counted), wide(amax)) if recomputed else hit
         count = fd.ops.sum(fd.ops.cast(hit_counted, dtype=DataType.Int), dims=[0, 1, 2], dtype=DataType.Int)
-        share = fd.ops.div(fd.ops.mul(wide(coef), fd.ops.cast(hit, dtype=DataType.Float)),
-                           fd.ops.cast(wide(count), dtype=DataType.Float))
+        share = fd.ops.div(
+            fd.ops.mul(wide(coef), fd.ops.cast(hit, dtype=DataType.Float)),
+            fd.ops.cast(wide(count), dtype=DataType.Float),
+        )
         up = fd.ops.add(fd.ops.cast(g, dtype=DataType.Float), fd.ops.mul(share, fd.ops.sign(s)))
         dx = fd.ops.mul(fd.ops.mul(up, sig), fd.ops.add(1.0, fd.ops.mul(xf, fd.ops.sub(1.0, sig))))
         fd.add_output(fd.ops.cast(dx, dtype=DataType.BFloat16))
+
     return fusion
 
 
@@ -52,8 +57,12 @@ def make_inputs(shape, device="cpu") -> list:
     """x, amax (the true amax of silu(x), so the count is at least one), coef, g; on "meta"
     devices, shapes and dtypes alone."""
     if device == "meta":
-        return [torch.empty(shape, dtype=torch.bfloat16, device="meta"), torch.empty((), device="meta"),
-                torch.empty((), device="meta"), torch.empty(shape, dtype=torch.bfloat16, device="meta")]
+        return [
+            torch.empty(shape, dtype=torch.bfloat16, device="meta"),
+            torch.empty((), device="meta"),
+            torch.empty((), device="meta"),
+            torch.empty(shape, dtype=torch.bfloat16, device="meta"),
+        ]
     x = torch.randn(shape, dtype=torch.bfloat16)
     amax = torch.nn.functional.silu(x.float()).abs().max()
     g = torch.randn(shape, dtype=torch.bfloat16) * 1e-3

@@ -1,9 +1,10 @@
 """Small Llama-, GPT-2- and BERT-like models in plain torch, for the Thunder tests
-(tests/test_thunder.py; bench/thunder.py takes its RMSNorm): the same structure as their transformers counterparts (norms,
-attention through scaled_dot_product_attention, rotary embeddings, grouped key/value heads,
-SwiGLU and GELU MLPs, tied embeddings, a masked-LM head) in ops Lightning Thunder 0.2.6 traces,
+(tests/test_thunder.py; bench/thunder.py takes its RMSNorm): the same structure as their transformers
+counterparts (norms, attention through scaled_dot_product_attention, rotary embeddings, grouped key/value
+heads, SwiGLU and GELU MLPs, tied embeddings, a masked-LM head) in ops Lightning Thunder 0.2.6 traces,
 whatever version of transformers is installed. Each model's ``forward(ids)`` returns its
 training loss."""
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -60,10 +61,19 @@ class LlamaLike(nn.Module):
     def __init__(self, vocab, dim=256, layers=2, heads=4, kv_heads=2, hidden=512):
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            norm1=RMSNorm(dim), attn=Attention(dim, heads, kv_heads, causal=True, rope=True), norm2=RMSNorm(dim),
-            gate=nn.Linear(dim, hidden, bias=False), up=nn.Linear(dim, hidden, bias=False),
-            down=nn.Linear(hidden, dim, bias=False))) for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(
+                dict(
+                    norm1=RMSNorm(dim),
+                    attn=Attention(dim, heads, kv_heads, causal=True, rope=True),
+                    norm2=RMSNorm(dim),
+                    gate=nn.Linear(dim, hidden, bias=False),
+                    up=nn.Linear(dim, hidden, bias=False),
+                    down=nn.Linear(hidden, dim, bias=False),
+                )
+            )
+            for _ in range(layers)
+        )
         self.norm, self.head = RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
 
     def forward(self, ids):
@@ -83,9 +93,18 @@ class GPT2Like(nn.Module):
     def __init__(self, vocab, seq, dim=256, layers=2, heads=4):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            ln1=nn.LayerNorm(dim), attn=Attention(dim, heads, causal=True, bias=True), ln2=nn.LayerNorm(dim),
-            fc=nn.Linear(dim, 4 * dim), proj=nn.Linear(4 * dim, dim))) for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(
+                dict(
+                    ln1=nn.LayerNorm(dim),
+                    attn=Attention(dim, heads, causal=True, bias=True),
+                    ln2=nn.LayerNorm(dim),
+                    fc=nn.Linear(dim, 4 * dim),
+                    proj=nn.Linear(4 * dim, dim),
+                )
+            )
+            for _ in range(layers)
+        )
         self.ln_f = nn.LayerNorm(dim)
         nn.init.normal_(self.wte.weight, std=0.02)
         nn.init.normal_(self.wpe.weight, std=0.02)
@@ -108,10 +127,18 @@ class BertLike(nn.Module):
         self.word, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
         self.token_type = nn.Embedding(2, dim)
         self.ln = nn.LayerNorm(dim, eps=1e-12)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            attn=Attention(dim, heads, causal=False, bias=True), ln1=nn.LayerNorm(dim, eps=1e-12),
-            fc=nn.Linear(dim, hidden), proj=nn.Linear(hidden, dim), ln2=nn.LayerNorm(dim, eps=1e-12)))
-            for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(
+                dict(
+                    attn=Attention(dim, heads, causal=False, bias=True),
+                    ln1=nn.LayerNorm(dim, eps=1e-12),
+                    fc=nn.Linear(dim, hidden),
+                    proj=nn.Linear(hidden, dim),
+                    ln2=nn.LayerNorm(dim, eps=1e-12),
+                )
+            )
+            for _ in range(layers)
+        )
         self.dense, self.head_ln = nn.Linear(dim, dim), nn.LayerNorm(dim, eps=1e-12)
         self.decoder = nn.Linear(dim, vocab)
 

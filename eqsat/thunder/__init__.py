@@ -24,16 +24,37 @@ Modules: ``versions`` (the supported versions and their check), ``options`` (``O
 through eqsat, with the fallback to Thunder's own definition), ``transform`` (``Optimize``:
 the Thunder transform; where and why it hooks in).
 """
+
 import torch
 
 from .options import Options
 from .region import EqsatThunderWarning, RegionHook
 from .report import RegionRecord, ThunderReport
-from .versions import (NVFUSER_MAX, SUPPORTED_THUNDER, TORCH_BELOW, TORCH_MIN, UnsupportedVersion,
-                       check_before_import, check_thunder, thunder_installed, unusable)
+from .versions import (
+    NVFUSER_MAX,
+    SUPPORTED_THUNDER,
+    TORCH_BELOW,
+    TORCH_MIN,
+    UnsupportedVersion,
+    check_before_import,
+    check_thunder,
+    thunder_installed,
+    unusable,
+)
 
-__all__ = ["EqsatThunderWarning", "NVFUSER_MAX", "Optimize", "Options", "RegionHook", "RegionRecord",
-           "SUPPORTED_THUNDER", "TORCH_BELOW", "TORCH_MIN", "ThunderReport", "UnsupportedVersion"]
+__all__ = [
+    "EqsatThunderWarning",
+    "NVFUSER_MAX",
+    "Optimize",
+    "Options",
+    "RegionHook",
+    "RegionRecord",
+    "SUPPORTED_THUNDER",
+    "TORCH_BELOW",
+    "TORCH_MIN",
+    "ThunderReport",
+    "UnsupportedVersion",
+]
 
 if thunder_installed():
     # Thunder is optional: the transform (which imports Thunder, and checks nvFuser's version as
@@ -45,7 +66,8 @@ if thunder_installed():
     except Exception as err:  # Thunder's import may raise anything (torch 2.13: AttributeError)
         raise unusable(err, str(torch.__version__)) from err
 else:
+
     def __getattr__(name: str):
         if name == "Optimize":
-            check_thunder(None)          # raises UnsupportedVersion: Thunder is not installed
+            check_thunder(None)  # raises UnsupportedVersion: Thunder is not installed
         raise AttributeError(f"module 'eqsat.thunder' has no attribute {name!r}")

@@ -14,6 +14,7 @@ Nothing here imports Thunder or nvFuser: the wrapper is used through the members
 (``name``, ``get_fd``, ``to_descriptors``, ``enable_options``, ``disable_options``, calling it),
 so a stand-in drives it in the tests.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,7 +26,7 @@ import torch
 
 from eqsat.frontend.ingest import ingest
 from eqsat.ir.fusion import Fusion
-from eqsat.optimize import OptimizedFusion, optimize_fusion
+from eqsat.pipeline.driver import OptimizedFusion, optimize
 from eqsat.reference.devices import fresh_copies
 
 from .options import Options
@@ -101,8 +102,8 @@ def compile_nvfuser(optimized: OptimizedFusion, thunder_fd: Any) -> Any:
 
 @dataclass
 class _Entry:
-    fd: Any              # eqsat's definition to run; None: Thunder's wrapper runs
-    device: Any          # Thunder's definition's _selected_device (set by factory ops)
+    fd: Any  # eqsat's definition to run; None: Thunder's wrapper runs
+    device: Any  # Thunder's definition's _selected_device (set by factory ops)
     record: RegionRecord
 
 
@@ -118,8 +119,16 @@ class RegionHook:
     a CPU core) over Thunder's own call where it runs Thunder's definition; where it runs
     eqsat's, it replaces Thunder's own descriptor lookup, which costs about as much."""
 
-    def __init__(self, thunder_region: Any, *, name: str, trace: str, options: Options,
-                 report: ThunderReport, compile: Callable[[OptimizedFusion, Any], Any] | None = None):
+    def __init__(
+        self,
+        thunder_region: Any,
+        *,
+        name: str,
+        trace: str,
+        options: Options,
+        report: ThunderReport,
+        compile: Callable[[OptimizedFusion, Any], Any] | None = None,
+    ):
         self.thunder = thunder_region
         self.name = name
         self.trace = trace
@@ -127,11 +136,10 @@ class RegionHook:
         self.report = report
         self.compile = compile or compile_nvfuser
         self.ops = region_ops(getattr(thunder_region, "name", "") or "")
-        self._kwargs = options.optimize_kwargs()
         self._enable = list(getattr(thunder_region, "enable_options", None) or [])
         self._disable = list(getattr(thunder_region, "disable_options", None) or [])
         self._entries: dict[tuple, _Entry] = {}
-        self._optimized: dict[Any, OptimizedFusion] = {}    # per Thunder definition (its descriptors)
+        self._optimized: dict[Any, OptimizedFusion] = {}  # per Thunder definition (its descriptors)
         self._store_inputs = bool(getattr(thunder_region, "store_inputs", False))
         self._lock = threading.Lock()
         self._last_used = None
@@ -143,11 +151,12 @@ class RegionHook:
             self._last_used = None
             return self.thunder(*args)
         self._last_used = entry.fd
-        if self._store_inputs:                   # Thunder's repro tools read the wrapper's
+        if self._store_inputs:  # Thunder's repro tools read the wrapper's
             self.thunder.last_inputs = args
         try:
-            return entry.fd.execute(args, device=entry.device, _enable_options=self._enable,
-                                    _disable_options=self._disable)
+            return entry.fd.execute(
+                args, device=entry.device, _enable_options=self._enable, _disable_options=self._disable
+            )
         except Exception as err:  # nvFuser's errors have no common type; Thunder's definition runs instead
             self._fall_back(entry, err)
             self._last_used = None
@@ -172,7 +181,7 @@ class RegionHook:
             if entry is not None:
                 return entry
             descriptors = self.thunder.to_descriptors(args)
-            thunder_fd = self.thunder.get_fd(descriptors)      # Thunder's own definition (and its cache)
+            thunder_fd = self.thunder.get_fd(descriptors)  # Thunder's own definition (and its cache)
             inputs = describe_inputs(args)
             record = RegionRecord(self.name, self.trace, self.ops, inputs)
             fd = None
@@ -197,7 +206,7 @@ class RegionHook:
         if optimized is not None:
             return optimized.for_inputs(self._inputs(optimized.original, args))
         fusion = ingest(thunder_fd)
-        optimized = optimize_fusion(fusion, self._inputs(fusion, args), **self._kwargs)
+        optimized = optimize(fusion, self._inputs(fusion, args), self.options)
         self._optimized[descriptors] = optimized
         return optimized
 
@@ -212,5 +221,9 @@ class RegionHook:
 
     def _warn(self, err: BaseException) -> None:
         # stacklevel 4: the warning points at the caller of __call__ (Thunder's generated code)
-        warnings.warn(f"eqsat: Thunder's {self.trace} region {self.name} runs as Thunder built it; eqsat "
-                      f"failed on it: {describe_error(err)}", EqsatThunderWarning, stacklevel=4)
+        warnings.warn(
+            f"eqsat: Thunder's {self.trace} region {self.name} runs as Thunder built it; eqsat "
+            f"failed on it: {describe_error(err)}",
+            EqsatThunderWarning,
+            stacklevel=4,
+        )

@@ -1,12 +1,13 @@
 """What eqsat did with each of Thunder's nvFuser regions: one :class:`RegionRecord` per region
 and input signature (a region is optimized at its first call with new input shapes), gathered
 in a :class:`ThunderReport` (``Optimize(...).report``)."""
+
 from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, field
 
-from eqsat.optimize import Report
+from eqsat.pipeline.report import Report
 
 
 @dataclass
@@ -50,10 +51,22 @@ class RegionRecord:
         if v is not None:
             measured_before = v.measurements[0].measured_us
             measured_after = v.measurements[v.kept + 1].measured_us
-        return cls(region, trace, ops, inputs, report.changed, tuple(report.rules),
-                   len(report.before.kernels) if report.estimated else None,
-                   len(report.after.kernels) if report.estimated else None,
-                   before, after, measured_before, measured_after, report.seconds, tuple(report.notes))
+        return cls(
+            region,
+            trace,
+            ops,
+            inputs,
+            report.changed,
+            tuple(report.rules),
+            len(report.before.kernels) if report.estimated else None,
+            len(report.after.kernels) if report.estimated else None,
+            before,
+            after,
+            measured_before,
+            measured_after,
+            report.seconds,
+            tuple(report.notes),
+        )
 
     def fell_back(self, error: BaseException) -> None:
         """eqsat failed on this region: it runs as Thunder built it."""
@@ -89,8 +102,11 @@ class RegionRecord:
             parts.append(self.error)
         else:
             if self.kernels_before is not None:
-                parts.append(f"{self.kernels_before} kernels" if self.kernels_after == self.kernels_before
-                             else f"{self.kernels_before} -> {self.kernels_after} kernels")
+                parts.append(
+                    f"{self.kernels_before} kernels"
+                    if self.kernels_after == self.kernels_before
+                    else f"{self.kernels_before} -> {self.kernels_after} kernels"
+                )
             parts.append(_times("predicted", self.predicted_before_us, self.predicted_after_us))
             if self.measured_before_us is not None:
                 parts.append(_times("measured", self.measured_before_us, self.measured_after_us))
@@ -158,9 +174,13 @@ class ThunderReport:
         return [r for r in self.regions if r.error]
 
     def summary(self) -> dict:
-        return {"regions": len(self.regions), "rewritten": len(self.rewritten()),
-                "fell_back": len(self.fallbacks()), "records": [r.summary() for r in self.regions],
-                "notes": list(self.notes)}
+        return {
+            "regions": len(self.regions),
+            "rewritten": len(self.rewritten()),
+            "fell_back": len(self.fallbacks()),
+            "records": [r.summary() for r in self.regions],
+            "notes": list(self.notes),
+        }
 
     def __str__(self) -> str:
         by_trace = {}
@@ -168,6 +188,9 @@ class ThunderReport:
             by_trace[r.trace] = by_trace.get(r.trace, 0) + 1
         traces = ", ".join(f"{n} {t}" for t, n in by_trace.items())
         n = len(self.regions)
-        head = (f"eqsat over Thunder: {n} region{'' if n == 1 else 's'}" + (f" ({traces})" if traces else "")
-                + f", {len(self.rewritten())} rewritten, {len(self.fallbacks())} fell back")
+        head = (
+            f"eqsat over Thunder: {n} region{'' if n == 1 else 's'}"
+            + (f" ({traces})" if traces else "")
+            + f", {len(self.rewritten())} rewritten, {len(self.fallbacks())} fell back"
+        )
         return "\n".join([head] + [f"  {r}" for r in self.regions] + [f"  note: {n}" for n in self.notes])

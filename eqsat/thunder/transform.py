@@ -32,6 +32,7 @@ nothing to do.
 Importing this module imports Thunder and checks its version and nvFuser's
 (``eqsat.thunder.versions``; ``eqsat.thunder`` checks torch's first).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,7 +50,7 @@ from .report import ThunderReport
 from .versions import NVFUSER_MAX, check_nvfuser, check_thunder
 
 check_thunder(thunder.__version__)
-_NVFUSER = nvfuser_version()            # None without CUDA or nvFuser: Thunder then makes no regions
+_NVFUSER = nvfuser_version()  # None without CUDA or nvFuser: Thunder then makes no regions
 check_nvfuser(None if _NVFUSER is None else str(_NVFUSER))
 
 
@@ -57,15 +58,16 @@ class Optimize(Transform):
     """``thunder.jit(model, transforms=[eqsat.thunder.Optimize()])``: every nvFuser region
     Thunder builds, forward and backward, is optimized by eqsat for the inputs of its first
     call (and again for each new input signature), and runs as eqsat rewrote it where eqsat
-    changed it. Options (``Options``, or its fields as keywords): ``verify="gpu"``,
-    ``min_gain``, ``deadline_s``, ``profile``, ``rules``, ``reassociate``, ``relower``,
-    ``recompute``, ``limits``, ``cache_dir``, ``runner``. ``report``: a record per region and input
-    signature (``print(transform.report)``)."""
+    changed it. Options: an ``eqsat.Options`` (checked further as ``eqsat.thunder.Options``),
+    or its fields as keywords (``verify="gpu"``, ``min_gain``, ``deadline_s``, ``profile``,
+    ``rules``, ``reassociate``, ``relower``, ``recompute``, ``limits``, ``cache_dir``,
+    ``runner``, ...). ``report``: a record per region and input signature
+    (``print(transform.report)``)."""
 
     def __init__(self, options: Options | None = None, **kwargs):
         if options is not None and kwargs:
             raise TypeError("give Optimize an Options or its fields as keywords, not both")
-        self.options = options if options is not None else Options(**kwargs)
+        self.options = Options.of(options) if options is not None else Options(**kwargs)
         self.report = ThunderReport()
 
     def transform_trace_post_optimization(self, computation_trace, **kwargs):
@@ -88,7 +90,7 @@ def no_nvfuser() -> str | None:
 
 
 def trace_kind(trace) -> str:
-    """"backward" for the backward trace (Thunder names its function ``backward_fn``:
+    """ "backward" for the backward trace (Thunder names its function ``backward_fn``:
     ``thunder/transforms/autodiff.py``), else "forward"."""
     if TraceTag.AUGMENTED_FORWARD in trace.tags:
         return "forward"
@@ -125,8 +127,12 @@ def wrap_regions(trace, options: Options, report: ThunderReport):
         return trace
     new = from_trace(trace)
     new.bound_symbols = bsyms
-    new.set_provenance(TraceProvenance(f"eqsat.thunder.Optimize ({wrapped} nvFuser regions optimized at "
-                                       f"their first call per input signature)"))
+    new.set_provenance(
+        TraceProvenance(
+            f"eqsat.thunder.Optimize ({wrapped} nvFuser regions optimized at "
+            f"their first call per input signature)"
+        )
+    )
     return new
 
 

@@ -17,6 +17,7 @@ AttributeError (a fix, Lightning-AI/lightning-thunder#2829, was proposed after 0
 The functions here read version strings (and the installed distributions' metadata) only;
 nothing imports Thunder or nvFuser.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -25,9 +26,9 @@ import re
 
 SUPPORTED_THUNDER = ("0.2.6",)
 NVFUSER_MAX = "0.2.35"
-TORCH_MIN, TORCH_BELOW = "2.7.1", "2.13"      # Thunder 0.2.6 imports with torch >= 2.7.1, < 2.13
+TORCH_MIN, TORCH_BELOW = "2.7.1", "2.13"  # Thunder 0.2.6 imports with torch >= 2.7.1, < 2.13
 INSTALL = "pip install 'eqsat[thunder]'"
-THUNDER_DIST = "lightning-thunder"            # Thunder's distribution (its module is ``thunder``)
+THUNDER_DIST = "lightning-thunder"  # Thunder's distribution (its module is ``thunder``)
 
 _VERSION = re.compile(r"\s*v?(\d+(?:\.\d+)*)(.*)", re.S)
 _PRERELEASE = re.compile(r"[.\-_]?(dev|a|alpha|b|beta|c|rc|pre|preview)\d*", re.I)
@@ -58,8 +59,10 @@ def check_thunder(version: str | None) -> None:
     pre-release, which may predate what the hook relies on)."""
     supported = " or ".join(SUPPORTED_THUNDER)
     if version is None:
-        raise UnsupportedVersion(f"eqsat.thunder needs Lightning Thunder {supported}, which is not "
-                                 f"installed ({INSTALL}; Thunder {supported} needs nvFuser <= {NVFUSER_MAX})")
+        raise UnsupportedVersion(
+            f"eqsat.thunder needs Lightning Thunder {supported}, which is not "
+            f"installed ({INSTALL}; Thunder {supported} needs nvFuser <= {NVFUSER_MAX})"
+        )
     try:
         numbers, pre = release(version)
     except ValueError:
@@ -67,8 +70,10 @@ def check_thunder(version: str | None) -> None:
     wanted = {_padded(release(v)[0]) for v in SUPPORTED_THUNDER}
     if _padded(numbers) in wanted and len(numbers) <= 3 and not pre:
         return
-    raise UnsupportedVersion(f"eqsat.thunder supports Lightning Thunder {supported}, found {version} "
-                             f"({INSTALL} installs {SUPPORTED_THUNDER[-1]})")
+    raise UnsupportedVersion(
+        f"eqsat.thunder supports Lightning Thunder {supported}, found {version} "
+        f"({INSTALL} installs {SUPPORTED_THUNDER[-1]})"
+    )
 
 
 def check_nvfuser(version: str | None) -> None:
@@ -80,13 +85,17 @@ def check_nvfuser(version: str | None) -> None:
     try:
         numbers, _ = release(version)
     except ValueError:
-        raise UnsupportedVersion(f"cannot read nvFuser's version {version!r}; Lightning Thunder "
-                                 f"{SUPPORTED_THUNDER[-1]} needs nvFuser <= {NVFUSER_MAX}") from None
+        raise UnsupportedVersion(
+            f"cannot read nvFuser's version {version!r}; Lightning Thunder "
+            f"{SUPPORTED_THUNDER[-1]} needs nvFuser <= {NVFUSER_MAX}"
+        ) from None
     if _padded(numbers)[:3] <= _padded(release(NVFUSER_MAX)[0]):
         return
-    raise UnsupportedVersion(f"Lightning Thunder {SUPPORTED_THUNDER[-1]} needs nvFuser <= {NVFUSER_MAX} "
-                             f"(nvFuser 0.2.36 dropped the classic frontend that Thunder "
-                             f"{SUPPORTED_THUNDER[-1]} imports), found {version}")
+    raise UnsupportedVersion(
+        f"Lightning Thunder {SUPPORTED_THUNDER[-1]} needs nvFuser <= {NVFUSER_MAX} "
+        f"(nvFuser 0.2.36 dropped the classic frontend that Thunder "
+        f"{SUPPORTED_THUNDER[-1]} imports), found {version}"
+    )
 
 
 def check_torch(version: str) -> None:
@@ -97,14 +106,20 @@ def check_torch(version: str) -> None:
     try:
         numbers, _ = release(version)
     except ValueError:
-        raise UnsupportedVersion(f"cannot read torch's version {version!r}; Lightning Thunder "
-                                 f"{SUPPORTED_THUNDER[-1]} needs {needed_torch()}") from None
+        raise UnsupportedVersion(
+            f"cannot read torch's version {version!r}; Lightning Thunder "
+            f"{SUPPORTED_THUNDER[-1]} needs {needed_torch()}"
+        ) from None
     if release(TORCH_MIN)[0] <= _padded(numbers) and _padded(numbers)[:2] < release(TORCH_BELOW)[0]:
         return
-    why = (" (torch 2.13 removed named tensors: Thunder 0.2.6 reads torch.Tensor.align_as when it is "
-           "imported)" if _padded(numbers)[:2] >= release(TORCH_BELOW)[0] else "")
-    raise UnsupportedVersion(f"Lightning Thunder {SUPPORTED_THUNDER[-1]} needs {needed_torch()}{why}, "
-                             f"found torch {version}")
+    why = (
+        " (torch 2.13 removed named tensors: Thunder 0.2.6 reads torch.Tensor.align_as when it is imported)"
+        if _padded(numbers)[:2] >= release(TORCH_BELOW)[0]
+        else ""
+    )
+    raise UnsupportedVersion(
+        f"Lightning Thunder {SUPPORTED_THUNDER[-1]} needs {needed_torch()}{why}, found torch {version}"
+    )
 
 
 def needed_torch() -> str:
@@ -128,8 +143,13 @@ def installed_thunder() -> str | None:
 def installed_nvfuser() -> str:
     """The nvFuser distributions pip recorded (``nvfuser-cu130-torch210 0.2.35.dev20260215``),
     or "none"; nothing is imported."""
-    found = sorted({f"{d.metadata['Name']} {d.version}" for d in importlib.metadata.distributions()
-                    if (d.metadata["Name"] or "").lower().replace("_", "-").startswith("nvfuser")})
+    found = sorted(
+        {
+            f"{d.metadata['Name']} {d.version}"
+            for d in importlib.metadata.distributions()
+            if (d.metadata["Name"] or "").lower().replace("_", "-").startswith("nvfuser")
+        }
+    )
     return ", ".join(found) or "none"
 
 
@@ -157,4 +177,5 @@ def unusable(error: BaseException, torch_version: str) -> UnsupportedVersion:
         f"eqsat.thunder cannot use Lightning Thunder here: {what}. Found Lightning Thunder {thunder}, torch "
         f"{torch_version}, nvFuser {installed_nvfuser()}; eqsat.thunder needs Lightning Thunder "
         f"{' or '.join(SUPPORTED_THUNDER)}, {needed_torch()}, and for nvFuser regions CUDA with nvFuser "
-        f"<= {NVFUSER_MAX} ({INSTALL} installs Thunder and such a torch: docs/thunder.md)")
+        f"<= {NVFUSER_MAX} ({INSTALL} installs Thunder and such a torch: docs/thunder.md)"
+    )

@@ -7,9 +7,17 @@ each other and timed on the device at hand; the fastest kept, the decision cache
 - ``runner``: compiling, running and timing a fusion on nvFuser (``NvFuserRunner``);
 - ``verify``: the decision.
 """
+
 from .cache import VerificationCache
 from .runner import NvFuserRunner, Runner
 from .verify import Measurement, Verification, check_verifiable, verify
 
-__all__ = ["Measurement", "NvFuserRunner", "Runner", "Verification", "VerificationCache",
-           "check_verifiable", "verify"]
+__all__ = [
+    "Measurement",
+    "NvFuserRunner",
+    "Runner",
+    "Verification",
+    "VerificationCache",
+    "check_verifiable",
+    "verify",
+]

@@ -12,6 +12,7 @@ naming it, and overwritten: nothing read from one is trusted.
 The folder is ``cache_dir`` where given, else ``$EQSAT_CACHE_DIR``, else ``~/.cache/eqsat``;
 the entries lie in its ``verify/`` folder.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,8 +65,12 @@ def input_signature(inputs: Sequence[Any]) -> list:
 def cache_key(source: str, inputs: Sequence[Any], device: str, versions: dict[str, str]) -> dict:
     """The key of a decision: the definition's printed ``source``, the inputs' signature, the
     GPU's name, the runner's ``versions`` and eqsat's."""
-    return {"definition": source_hash(source), "inputs": input_signature(inputs), "device": device,
-            "versions": {**{k: str(v) for k, v in versions.items()}, "eqsat": eqsat_version()}}
+    return {
+        "definition": source_hash(source),
+        "inputs": input_signature(inputs),
+        "device": device,
+        "versions": {**{k: str(v) for k, v in versions.items()}, "eqsat": eqsat_version()},
+    }
 
 
 @dataclass(frozen=True)
@@ -122,9 +127,14 @@ class VerificationCache:
         """Writes the entry atomically; returns its path."""
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"schema": SCHEMA, "key": key, "candidates": list(entry.candidates),
-                "records": [{"measured_us": r.measured_us, "problem": r.problem} for r in entry.records],
-                "kept": entry.kept, "seconds": round(entry.seconds, 3)}
+        data = {
+            "schema": SCHEMA,
+            "key": key,
+            "candidates": list(entry.candidates),
+            "records": [{"measured_us": r.measured_us, "problem": r.problem} for r in entry.records],
+            "kept": entry.kept,
+            "seconds": round(entry.seconds, 3),
+        }
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -137,8 +147,10 @@ class VerificationCache:
 
     @staticmethod
     def _damaged(path: Path, why: str) -> None:
-        warnings.warn(f"eqsat: ignoring the damaged GPU verification cache file {path}: {why}; "
-                      "it will be overwritten", stacklevel=3)
+        warnings.warn(
+            f"eqsat: ignoring the damaged GPU verification cache file {path}: {why}; it will be overwritten",
+            stacklevel=3,
+        )
         return None
 
 
@@ -154,8 +166,9 @@ def _parse(data: Any, key: dict) -> Entry:
     records = []
     for r in data["records"]:
         measured, problem = r["measured_us"], r["problem"]
-        if measured is not None and not (isinstance(measured, (int, float)) and not isinstance(measured, bool)
-                                         and 0 < measured < math.inf):
+        if measured is not None and not (
+            isinstance(measured, (int, float)) and not isinstance(measured, bool) and 0 < measured < math.inf
+        ):
             raise ValueError(f"a measured time must be a positive number or null, got {measured!r}")
         if problem is not None and not isinstance(problem, str):
             raise TypeError("a problem must be text or null")

@@ -6,6 +6,7 @@ that its decisions are tested on a machine without a GPU.
 nvFuser is imported only when a runner is made (``eqsat.lowering.nvfuser.load_frontend``), so
 this module imports without it.
 """
+
 from __future__ import annotations
 
 from importlib import metadata
@@ -56,15 +57,23 @@ class NvFuserRunner:
     CUDA device; timed at steady state (``throughput_us``: up to ``runs`` calls back to back,
     ``max_seconds`` at most). Raises FusionError where CUDA or nvFuser is missing."""
 
-    def __init__(self, frontend: str | None = None, prefer: str | None = None, runs: int = 100,
-                 max_seconds: float = 0.5):
+    def __init__(
+        self,
+        frontend: str | None = None,
+        prefer: str | None = None,
+        runs: int = 100,
+        max_seconds: float = 0.5,
+    ):
         if not torch.cuda.is_available():
             raise FusionError("verify='gpu' needs a CUDA device and nvFuser; torch sees no CUDA device here")
         module = load_frontend(frontend, prefer)
         self.frontend = frontend
         self.device = torch.cuda.get_device_name()
-        self.versions = {"nvfuser": nvfuser_version(module), "frontend": module.__name__,
-                         "torch": torch.__version__}
+        self.versions = {
+            "nvfuser": nvfuser_version(module),
+            "frontend": module.__name__,
+            "torch": torch.__version__,
+        }
         self.runs, self.max_seconds = runs, max_seconds
         self._compiled: dict[Fusion, Any] = {}
 

@@ -1,6 +1,7 @@
 """Timing a call on the GPU: at steady state (calls issued back to back, what a training loop
 sees and what GPU verification compares) and one call at a time (the latency). torch's CUDA
 events are used only when a function here is called, so this imports without a GPU."""
+
 from __future__ import annotations
 
 import statistics

@@ -7,6 +7,7 @@ layout; roots (the outputs, and the inputs of boundary nodes) get exactly their 
 dims, dtype, broadcast and expanded axes back. Boundary nodes and the fusion's inputs are
 re-emitted verbatim, in their original order.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from eqsat.ir.dtypes import DataType
 from eqsat.ir.fusion import Fusion, Node, Ref
 from eqsat.ir.replay import node_call
 
-from .terms import GENERIC, INDEXING, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
+from eqsat.egraph.terms import GENERIC, INDEXING_TERMS, IR_OP, REDUCTIONS, TermGraph, bits, code_dtype
 
 
 class LoweringError(FusionError):
@@ -30,13 +31,19 @@ class LoweringError(FusionError):
 @dataclass
 class Lowered:
     handle: Any
-    order: tuple[int, ...] | None          # original labels, one per dim; None for a scalar
+    order: tuple[int, ...] | None  # original labels, one per dim; None for a scalar
 
 
 class TermLowering:
-    def __init__(self, fusion: Fusion, graph: TermGraph, roots: dict[int, int],
-                 boundaries: list[Node], label_of_bit: dict[int, int],
-                 order_hints: dict[int, tuple[int, ...]] | None = None):
+    def __init__(
+        self,
+        fusion: Fusion,
+        graph: TermGraph,
+        roots: dict[int, int],
+        boundaries: list[Node],
+        label_of_bit: dict[int, int],
+        order_hints: dict[int, tuple[int, ...]] | None = None,
+    ):
         self.f = fusion
         self.types = fusion.types
         self.g = graph
@@ -48,7 +55,7 @@ class TermLowering:
         self.env: dict[int, Any] = {}
         self.memo: dict[int, Lowered] = {}
         self.var_means: dict[tuple, tuple] = {}
-        self.source: dict[int, tuple[Any, int]] = {}       # label -> (handle, position)
+        self.source: dict[int, tuple[Any, int]] = {}  # label -> (handle, position)
 
     # -- labels and extents ------------------------------------------------------------------
     def labels(self, mask: int) -> list[int]:
@@ -121,8 +128,10 @@ class TermLowering:
             return lv.handle
         want = tuple(d.label for d in t.dims if not d.broadcast)
         if lv.order is None or sorted(lv.order) != sorted(want):
-            raise LoweringError(f"{what} varies along {sorted(want)} but its term along "
-                                f"{None if lv.order is None else sorted(lv.order)}")
+            raise LoweringError(
+                f"{what} varies along {sorted(want)} but its term along "
+                f"{None if lv.order is None else sorted(lv.order)}"
+            )
         got = lv.handle._type.dtype
         if got is not t.dtype:
             raise LoweringError(f"{what} has dtype {t.dtype.name} but its term gives {got.name}")
@@ -134,7 +143,9 @@ class TermLowering:
         for i, d in enumerate(t.dims):
             if not d.broadcast:
                 static = self.types.extents.get(d.label)
-                shape.append(static if static is not None else self.fd.ops.size(handle, dim=positions.index(i)))
+                shape.append(
+                    static if static is not None else self.fd.ops.size(handle, dim=positions.index(i))
+                )
             elif self.types.extents.get(d.label) == 1:
                 shape.append(1)
             else:
@@ -206,7 +217,7 @@ class TermLowering:
             return Lowered(fd.ops.iota(self.extent(label), 0, 1, dtype=DataType.Int), (label,))
         if op in REDUCTIONS:
             return self.reduction(tid)
-        if op in INDEXING:
+        if op in INDEXING_TERMS:
             return self.indexing(tid)
         kids = [self.lower(k) for k in n.kids]
         order = self.output_order(tid, kids) if any(k.order is not None for k in kids) else None
@@ -214,7 +225,7 @@ class TermLowering:
         if op == "Cast":
             dtype = code_dtype(n.attrs[0])
             return Lowered(fd.ops.cast(args[0], dtype=dtype), order)
-        name = n.attrs[0] if op in GENERIC else IR_OP[op]      # a generic term names its op
+        name = n.attrs[0] if op in GENERIC else IR_OP[op]  # a generic term names its op
         return Lowered(getattr(fd.ops, name)(*args), order)
 
     def reduction(self, tid: int) -> Lowered:
@@ -222,7 +233,7 @@ class TermLowering:
         fd = self.fd
         x = self.lower(n.kids[0])
         labels = self.labels(n.attrs[0])
-        if x.order is None:                          # a scalar: constant along every label
+        if x.order is None:  # a scalar: constant along every label
             if n.op == "Sum" and labels:
                 return Lowered(fd.ops.mul(x.handle, self.extent_product(labels)), None)
             if n.op == "Prod" and labels:
@@ -243,8 +254,11 @@ class TermLowering:
             return Lowered(var if n.op == "Var" else mean, order)
         op = n.op.lower()
         handle = getattr(fd.ops, op)(x.handle, dims=dims) if dims else x.handle
-        integral = not dt.is_float(handle._type.dtype) and handle._type.dtype not in dt.COMPLEX_TYPES \
+        integral = (
+            not dt.is_float(handle._type.dtype)
+            and handle._type.dtype not in dt.COMPLEX_TYPES
             and n.op in ("Sum", "Prod")
+        )
         if not dims and integral and handle._type.dtype is not DataType.Int:
             handle = fd.ops.cast(handle, dtype=DataType.Int)
         if absent and n.op == "Sum":
@@ -254,11 +268,11 @@ class TermLowering:
         return Lowered(handle, order)
 
     def indexing(self, tid: int) -> Lowered:
-        """``take_along_axis`` (Take; TakePad: of the input padded with one zero) or
-        ``index_select`` (IndexSelect) along the term's one label. The input keeps its order;
-        for take_along_axis the index is laid out as the input, with an extent-1 broadcast dim at the indexed one (and where it lacks one of the
-        input's labels: nvFuser takes the input's), and the result lacks the indexed label;
-        index_select's 1-D index puts its label at the indexed dim."""
+        """``take_along_axis`` (Take; TakePad: of the input padded with one zero) or ``index_select``
+        (IndexSelect) along the term's one label. The input keeps its order; for take_along_axis the
+        index is laid out as the input, with an extent-1 broadcast dim at the indexed one (and where
+        it lacks one of the input's labels: nvFuser takes the input's), and the result lacks the
+        indexed label; index_select's 1-D index puts its label at the indexed dim."""
         n = self.g[tid]
         (label,) = self.labels(n.attrs[0])
         x, index = self.lower(n.kids[0]), self.lower(n.kids[1])
@@ -269,13 +283,13 @@ class TermLowering:
             if len(index.order) != 1:
                 raise LoweringError("index_select of an index that is not 1-D")
             out = self.fd.ops.index_select(x.handle, index.handle, dim=dim)
-            return Lowered(out, x.order[:dim] + index.order + x.order[dim + 1:])
+            return Lowered(out, x.order[:dim] + index.order + x.order[dim + 1 :])
         if set(index.order) - set(x.order):
             raise LoweringError("take_along_axis of an index along an axis its input lacks")
         target = tuple(None if l == label else l for l in x.order)
         idx = self.conform(index, target)
         source = x.handle
-        if n.op == "TakePad":           # one +0.0 after the end of the indexed dim (innermost first)
+        if n.op == "TakePad":  # one +0.0 after the end of the indexed dim (innermost first)
             widths = [w for d in reversed(range(dim, len(x.order))) for w in ((0, 1) if d == dim else (0, 0))]
             source = self.fd.ops.pad(source, widths, 0.0)
         out = self.fd.ops.take_along_axis(source, idx, dim=dim)
@@ -333,14 +347,19 @@ class TermLowering:
                 self.env[v] = h
                 t = self.types[v]
                 if isinstance(t, TensorType) and t.known:
-                    self.note(h, [d.label if not d.broadcast or self.types.extents.get(d.label) != 1
-                                  else None for d in t.dims])
+                    self.note(
+                        h,
+                        [
+                            d.label if not d.broadcast or self.types.extents.get(d.label) != 1 else None
+                            for d in t.dims
+                        ],
+                    )
         inputs = {id(self.env[v]) for v in self.f.inputs if v in self.env}
         for out in self.f.outputs:
             value = self.value(out.value, f"output %{out.value}")
             if id(value) in inputs and not self.f.producer[out.value].is_input:
-                value = self.fd.ops.set(value)      # a fresh tensor, as the original's was,
-            if out.alias_input is not None:         # not the caller's input itself
+                value = self.fd.ops.set(value)  # a fresh tensor, as the original's was,
+            if out.alias_input is not None:  # not the caller's input itself
                 self.fd.add_output(value, self.env[out.alias_input])
             elif out.stride_order is not None:
                 self.fd.add_output(value, stride_order=list(out.stride_order))
@@ -352,7 +371,7 @@ class TermLowering:
         if vid in self.roots:
             node = self.g[self.roots[vid]]
             if node.op == "Leaf" and self.types[node.attrs[0]] == self.types[vid]:
-                return self.env[node.attrs[0]]          # already in its original layout
+                return self.env[node.attrs[0]]  # already in its original layout
             return self.to_type(self.lower(self.roots[vid]), self.types[vid], what)
         return self.env[vid]
 
@@ -364,8 +383,14 @@ class TermLowering:
         return value
 
 
-def lower_terms(fusion: Fusion, graph: TermGraph, roots: dict[int, int], boundaries: list[Node],
-                label_of_bit: dict[int, int], order_hints=None) -> Fusion:
+def lower_terms(
+    fusion: Fusion,
+    graph: TermGraph,
+    roots: dict[int, int],
+    boundaries: list[Node],
+    label_of_bit: dict[int, int],
+    order_hints=None,
+) -> Fusion:
     """The fusion that computes ``roots`` (IR value -> term in ``graph``) around the
     ``boundaries`` (nodes kept verbatim) of ``fusion``."""
     return TermLowering(fusion, graph, roots, boundaries, label_of_bit, order_hints).run()

@@ -1,9 +1,8 @@
 """Extraction: pick one e-node per e-class so that the cost model's score of the whole
 candidate is lowest; never worse than the input.
 
-The saturated e-graph is dumped to Python (:func:`dump`, over egglog's private
-``freeze()``; :mod:`eqsat.egraph.egglog_text`, this and ``eqsat.egraph.saturate._changes`` are the places
-that touch egglog's internals). A fast additive estimate picks a first candidate; a local
+The saturated e-graph is dumped to Python (:func:`dump`, from the tables
+:func:`eqsat.egraph.egglog_text.frozen` reads). A fast additive estimate picks a first candidate; a local
 search then switches one class's choice at a time, scoring each whole candidate with
 :class:`~eqsat.cost.CostModel`, until nothing improves or its work budget is spent (the nodes
 of the candidates scored, summed: the same on any machine). The input's own choice is scored
@@ -12,16 +11,20 @@ so far, end past it, and the best choice scored by then is the result.
 The best few distinct candidates scored (``Extraction.top``) are remembered too, for GPU
 verification to time.
 """
+
 from __future__ import annotations
 
 import heapq
 import time
 from dataclasses import dataclass, field
 
-from eqsat.cost.model import CostModel, Estimate, EstimateCut, GNode
-from eqsat.cost.walks import reachable, topological
-from eqsat.egraph.egglog_text import NAME_TABLE
+from eqsat.deadline import NEVER, Cut, Deadline
+from eqsat.defaults import SEARCH_BUDGET
+from eqsat.egraph.egglog_text import NAME_TABLE, frozen
 from eqsat.egraph.terms import REDUCTIONS, SIGNATURES, TermGraph
+
+from .model import CostModel, Estimate, GNode
+from .walks import reachable, topological
 
 
 @dataclass
@@ -31,24 +34,17 @@ class Dump:
     classes: dict[int, list[GNode]] = field(default_factory=dict)
     labels: dict[int, int] = field(default_factory=dict)
     dtype: dict[int, int] = field(default_factory=dict)
-    names: dict[tuple[int, int], int] = field(default_factory=dict)   # (scope, term id) -> class
-
-
-def _class_id(value) -> int:
-    text = str(value)                       # "Value(14)"
-    return int(text[text.index("(") + 1:-1])
+    names: dict[tuple[int, int], int] = field(default_factory=dict)  # (scope, term id) -> class
 
 
 def dump(eg) -> Dump:
-    raw = eg._egraph
-    frozen = raw.freeze()
-    out = Dump()
-    convert = {"i64": raw.value_to_i64, "f64": raw.value_to_f64, "String": raw.value_to_string}
-    fns = frozen.functions
+    """The e-graph ``eg`` as Python data (its e-nodes that are not subsumed)."""
+    tables = frozen(eg)
+    fns, class_id, out = tables.functions, tables.class_id, Dump()
     for name in ("labels", "dtype"):
         table = getattr(out, name)
         for row in fns[name].rows:
-            table[_class_id(row.inputs[0])] = raw.value_to_i64(row.output)
+            table[class_id(row.inputs[0])] = tables.i64(row.output)
     pending = []
     for name, (kinds, _) in SIGNATURES.items():
         fn = fns.get(name)
@@ -57,15 +53,15 @@ def dump(eg) -> Dump:
         for row in fn.rows:
             if row.subsumed:
                 continue
-            attrs = tuple(convert[k](v) for k, v in zip(kinds, row.inputs[:len(kinds)]))
-            kids = tuple(_class_id(v) for v in row.inputs[len(kinds):])
-            pending.append((_class_id(row.output), name, attrs, kids))
+            attrs = tuple(tables.convert[k](v) for k, v in zip(kinds, row.inputs[: len(kinds)]))
+            kids = tuple(class_id(v) for v in row.inputs[len(kinds) :])
+            pending.append((class_id(row.output), name, attrs, kids))
     for cls, name, attrs, kids in pending:
         node = GNode(name, attrs, kids, out.labels.get(cls, -1), out.dtype.get(cls, -1))
         out.classes.setdefault(cls, []).append(node)
     for row in fns[NAME_TABLE].rows:
-        scope, tid = (raw.value_to_i64(v) for v in row.inputs)
-        out.names[scope, tid] = _class_id(row.output)
+        scope, tid = (tables.i64(v) for v in row.inputs)
+        out.names[scope, tid] = class_id(row.output)
     return out
 
 
@@ -99,14 +95,14 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
         if node.op == "Leaf" or node.is_scalar:
             return 0.0
         space = d.labels.get(node.kids[0], 0) if node.op in REDUCTIONS else node.labels
-        return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + \
-            (launch if node.op in REDUCTIONS else 0.0)
+        return model.numel(space) * (1.0 if node.op not in REDUCTIONS else 2.0) + (
+            launch if node.op in REDUCTIONS else 0.0
+        )
 
     # Knuth's generalization of Dijkstra: a tree cost never falls below a child's, so the
     # cheapest e-node whose children are all settled settles its class. Each e-node is looked
     # at once its last child settles: O(e-nodes log e-nodes), however much the classes share.
-    nodes = [(c, n, cost) for c, ns in d.classes.items() for n in ns if _valid(n)
-             for cost in (local(n),)]
+    nodes = [(c, n, cost) for c, ns in d.classes.items() for n in ns if _valid(n) for cost in (local(n),)]
     waiting = [len(set(n.kids)) for _, n, _ in nodes]
     users: dict[int, list[int]] = {}
     heap: list[tuple[float, int]] = []
@@ -133,26 +129,28 @@ def _additive(d: Dump, model: CostModel) -> dict[int, GNode]:
 
 @dataclass
 class Extraction:
-    """What :func:`extract` found: the best choice, the input's own, whether the deadline cut
-    the search (before it scored the input: ``base.estimate`` is None), and the best few
+    """What :func:`extract` found: the best choice, the input's own, the deadline's ``Cut``
+    where it cut the search (before it scored the input: ``base.estimate`` is None), the best few
     distinct candidates scored other than the input's, cheapest first (``best`` is the first
     where it is not the input's)."""
 
     best: Choice
     base: Choice
-    cut: bool = False
+    cut: Cut | None = None
     top: list[Choice] = field(default_factory=list)
-    scored: int = 0             # whole candidates scored
-    work: int = 0               # their nodes, summed (what the search budget counts)
-    stop: str = "converged"     # or "budget", "time limit", "deadline"
+    scored: int = 0  # whole candidates scored
+    work: int = 0  # their nodes, summed (what the search budget counts)
+    stop: str = "converged"  # or "budget", "time limit", "deadline"
 
 
 def signature(estimate: Estimate) -> tuple:
     """What a candidate costs, kernel by kernel (kind, ops, bytes, arithmetic) and on the host:
     candidates alike in it (operands commuted, say) run alike, so only one of them is worth
     timing."""
-    kernels = sorted((k.kind, tuple(sorted(k.ops)), k.bytes_read, k.bytes_written, round(k.flops))
-                     for k in estimate.kernels)
+    kernels = sorted(
+        (k.kind, tuple(sorted(k.ops)), k.bytes_read, k.bytes_written, round(k.flops))
+        for k in estimate.kernels
+    )
     return tuple(kernels), round(estimate.host_us, 6)
 
 
@@ -174,7 +172,7 @@ class _Best:
             return
         self.entries.append((choice.score, self.offered, key, choice))
         self.entries.sort(key=lambda e: (e[0], e[1]))
-        del self.entries[self.keep:]
+        del self.entries[self.keep :]
 
     def without(self, estimate: Estimate | None) -> list[Choice]:
         """The candidates, less one that costs as ``estimate`` does."""
@@ -185,30 +183,28 @@ class _Best:
 class _Scorer:
     """Whole-candidate scores, counted and timed: ``work`` is the nodes of the candidates
     scored, summed. A score is begun only if, at the longest one's duration so far
-    (``guess_s`` before the first), it would end before ``until``: the cost model is not
-    stopped once it runs."""
+    (``guess_s`` before the first), it would end before the ``deadline``, which also stops a
+    score that runs past it; ``cut`` is then the deadline's ``Cut``."""
 
-    def __init__(self, roots: list[int], model: CostModel, until: float | None, guess_s: float,
-                 best: _Best):
-        self.roots, self.model, self.until, self.longest = roots, model, until, guess_s
-        self.cut = False
+    def __init__(self, roots: list[int], model: CostModel, deadline: Deadline, guess_s: float, best: _Best):
+        self.roots, self.model, self.deadline, self.longest = roots, model, deadline, guess_s
+        self.cut: Cut | None = None
         self.best = best
         self.work = 0
         self.scored = 0
 
     def affordable(self) -> bool:
-        if self.until is None or time.perf_counter() + self.longest < self.until:
+        if not self.deadline.passed(self.longest):
             return True
-        self.cut = True
+        self.cut = Cut("extraction")
         return False
 
     def __call__(self, pick: dict[int, GNode]) -> Estimate | None:
         began = time.perf_counter()
-        self.model.until = self.until
         try:
             estimate = _evaluate(pick, self.roots, self.model, self)
-        except EstimateCut:
-            self.cut = True
+        except Cut:
+            self.cut = Cut("extraction")
             return None
         finally:
             self.longest = max(self.longest, time.perf_counter() - began)
@@ -217,8 +213,7 @@ class _Scorer:
         return estimate
 
 
-def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
-              scorer: _Scorer) -> Estimate | None:
+def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel, scorer: _Scorer) -> Estimate | None:
     """The cost model's estimate of the candidate ``pick`` makes from ``roots``; None where it
     has a cycle, an untyped node, or no reading. Counts the score and its nodes in ``scorer``."""
     scorer.scored += 1
@@ -230,59 +225,70 @@ def _evaluate(pick: dict[int, GNode], roots: list[int], model: CostModel,
     if any(not _valid(n) for n in nodes.values()):
         return None
     try:
-        return model.estimate(nodes, roots)
+        return model.estimate(nodes, roots, deadline=scorer.deadline)
     except ValueError:
         return None
 
 
-SEARCH_BUDGET = 30_000      # nodes scored by the local search, summed (the corpora use 6000 at most)
-
-
-def extract(d: Dump, roots: list[int], original: dict[int, GNode], model: CostModel, *,
-            budget: int = SEARCH_BUDGET, budget_s: float | None = None, until: float | None = None,
-            guess_s: float = 0.0, keep: int = 3) -> Extraction:
+def extract(
+    d: Dump,
+    roots: list[int],
+    original: dict[int, GNode],
+    model: CostModel,
+    *,
+    budget: int = SEARCH_BUDGET,
+    budget_s: float | None = None,
+    deadline: Deadline = NEVER,
+    guess_s: float = 0.0,
+    keep: int = 3,
+) -> Extraction:
     """The best choice found, the original's choice, and the ``keep`` best distinct candidates
     scored other than the original. ``original`` is the input's e-node for each of its
     classes. The local search stops where nothing improves, or once the candidates it scored
     hold ``budget`` nodes together (what decides a normal result, the same on any machine);
-    ``budget_s`` (seconds, None: none) and ``until`` (a ``perf_counter`` time: the deadline
-    over the whole) are backstops, and ``guess_s`` how long one whole-candidate score is
-    expected to take (see :class:`_Scorer`)."""
-    best = _Best(keep + 1)          # one more: the input's own may be among them
-    score = _Scorer(roots, model, until, guess_s, best)
+    ``budget_s`` (seconds, None: none: the search's own time limit) and the ``deadline`` (over
+    the whole) are backstops, and ``guess_s`` how long one whole-candidate score is expected
+    to take (see :class:`_Scorer`)."""
+    best = _Best(keep + 1)  # one more: the input's own may be among them
+    score = _Scorer(roots, model, deadline, guess_s, best)
     if not score.affordable():
         base = Choice(dict(original), None)
-        return Extraction(base, base, cut=True, stop="deadline")
+        return Extraction(base, base, cut=score.cut, stop="deadline")
     base = Choice(dict(original), score(original))
     greedy = _additive(d, model)
     start_pick = {**greedy, **{c: n for c, n in original.items() if c not in greedy}}
-    current = Choice({**start_pick, **original}, base.estimate)   # the input, where greedy agrees
+    current = Choice({**start_pick, **original}, base.estimate)  # the input, where greedy agrees
     if not _same_candidate(start_pick, original, roots) and score.affordable():
         start = Choice(start_pick, score(start_pick))
         if start.score < base.score:
             current = start
-    stop_at = None if budget_s is None else time.perf_counter() + budget_s
-    current, stop = _search(current, d, roots, score, _Budget(score, budget, stop_at))
+    current, stop = _search(current, d, roots, score, _Budget(score, budget, Deadline(budget_s)))
     # the input's own terms, recomputing chains, are a candidate of their own
     same = None if base.estimate is None or base.estimate.recomputed else base.estimate
-    return Extraction(current, base, score.cut, best.without(same)[:keep], score.scored, score.work,
-                      "deadline" if score.cut else stop)
+    return Extraction(
+        current,
+        base,
+        score.cut,
+        best.without(same)[:keep],
+        score.scored,
+        score.work,
+        "deadline" if score.cut else stop,
+    )
 
 
 @dataclass
 class _Budget:
-    """When the local search stops: at ``work`` nodes scored, or at ``stop_at`` (a
-    ``perf_counter`` time, None: no time limit)."""
+    """When the local search stops: at ``work`` nodes scored, or at its time ``limit``."""
 
     scorer: _Scorer
     work: int
-    stop_at: float | None
+    limit: Deadline
 
     def spent(self) -> str:
         """Why the search must stop now ("budget", "time limit"), or ""."""
         if self.scorer.work >= self.work:
             return "budget"
-        if self.stop_at is not None and time.perf_counter() >= self.stop_at:
+        if self.limit.passed():
             return "time limit"
         return ""
 
@@ -295,8 +301,9 @@ def _same_candidate(a: dict[int, GNode], b: dict[int, GNode], roots: list[int]) 
         return False
 
 
-def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer,
-            budget: _Budget) -> tuple[Choice, str]:
+def _search(
+    current: Choice, d: Dump, roots: list[int], score: _Scorer, budget: _Budget
+) -> tuple[Choice, str]:
     """Local search: switch one class's choice at a time, keep the first switch that lowers
     the score, and start again; until none does ("converged"), the budget is spent, or the
     deadline would pass. Returns the best choice and why it stopped."""
@@ -308,8 +315,9 @@ def _search(current: Choice, d: Dump, roots: list[int], score: _Scorer,
     return current, stop
 
 
-def _first_improvement(current: Choice, d: Dump, roots: list[int], score: _Scorer,
-                       budget: _Budget) -> Choice | None:
+def _first_improvement(
+    current: Choice, d: Dump, roots: list[int], score: _Scorer, budget: _Budget
+) -> Choice | None:
     try:
         reach = reachable(current.pick, roots)
     except (KeyError, ValueError):
