@@ -403,7 +403,11 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
             step()
             torch.cuda.synchronize()
             row.update(mem_before_gib=before / GIB, peak_mem_gib=torch.cuda.max_memory_allocated() / GIB)
-            dm = device_map(profile_events(step, args.profile_steps, cpu=False), args.profile_steps)
+            try:
+                dm = device_map(profile_events(step, args.profile_steps, cpu=False), args.profile_steps)
+            except Exception as err:  # the timings above stand without the profile
+                row["profile_error"] = f"{type(err).__name__}: {str(err)[:300]}"
+                return row
             per_kernel = dm.pop("_per_kernel")
             row.update(dm)
             try:
@@ -529,6 +533,9 @@ def measure(args) -> int:
             save()
             if "error" in r:
                 print(f"  {key} / {VARIANTS[k][0]}: ERROR {r['error'][:300]}", flush=True)
+            elif "by_class_ms" not in r:
+                print(f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady; no profile: "
+                      f"{r.get('profile_error')}", flush=True)
             else:
                 cls = ", ".join(f"{c_} {v:.2f}" for c_, v in r["by_class_ms"].items() if v)
                 print(f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady, device {r['device_ms']:.2f} "
@@ -570,6 +577,10 @@ def table(doc: dict) -> str:
                 lines.append(f"| {cfg} | {VARIANTS[k][0]} | {'skipped' if 'skipped' in r else 'error'}: "
                              f"{why[:120].replace('|', '/')} |" + " |" * (head.count("|") - 4))
                 continue
+            if "by_class_ms" not in r:
+                lines.append(f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | no profile: "
+                             f"{r.get('profile_error', '?')[:100].replace('|', '/')} |" + " |" * (head.count("|") - 5))
+                continue
             cls = " | ".join(f"{r['by_class_ms'][c]:.2f}" for c in CLASSES)
             lines.append(f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | {r['device_ms']:.2f} | {cls} | "
                          f"{r['kernels']:.0f} | {r['host_issue_ms']:.2f} | {r['gpu_idle_ms']:.2f} | "
@@ -587,7 +598,7 @@ def plot(doc: dict, png_dir: str, prefix: str) -> list[str]:
     os.makedirs(png_dir, exist_ok=True)
     paths = []
     for cfg, rs in _rows_by_config(doc).items():
-        keys = [k for k in VARIANTS if k in rs and "steady_ms" in rs[k]]
+        keys = [k for k in VARIANTS if k in rs and "by_class_ms" in rs[k]]
         if not keys:
             continue
         fig, ax = plt.subplots(figsize=(10, 4.8))
