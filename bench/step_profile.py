@@ -51,6 +51,7 @@ steady step marked) into ``--png-dir``, and ``--table JSON`` prints the markdown
     python bench/step_profile.py --plot out.json --png-dir docs/images
     python bench/step_profile.py --table out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 # torch.profiler leaves CUPTI attached after it stops unless Kineto tears it down (bench/gpu_timing.py)
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
-VARIANTS = {                       # key: (label, builds Thunder, eqsat, CUDA graphs)
+VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs)
     "eager": ("eager", False, False, False),
     "compile": ("torch.compile", False, False, False),
     "compile-ro": ("torch.compile reduce-overhead", False, False, True),
@@ -78,14 +79,17 @@ VARIANTS = {                       # key: (label, builds Thunder, eqsat, CUDA gr
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True),
 }
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
-DEFAULT_MODELS = ("phi3@4x2048,llama@4x2048,fp8_current@4x2048,llama@1x512,gpt2@4x2048,qwen2@4x2048,"
-                  "phi3@4x1024,llama@4x1024,qwen2@4x1024")
+DEFAULT_MODELS = (
+    "phi3@4x2048,llama@4x2048,fp8_current@4x2048,llama@1x512,gpt2@4x2048,qwen2@4x2048,"
+    "phi3@4x1024,llama@4x1024,qwen2@4x1024"
+)
 LOSS_RTOL = 2e-2
 GIB = float(1 << 30)
 
 
 # ----------------------------------------------------------------------------------------------
 # kernel classes (no torch needed)
+
 
 def kernel_class(name: str) -> str:
     """The class of a CUDA kernel (or memcpy/memset) event by its name, as torch.profiler
@@ -95,14 +99,29 @@ def kernel_class(name: str) -> str:
         return "copies"
     if "nvfuser" in low or low.startswith(("nvf::", "void nvf::")):
         return "nvFuser"
-    if low.startswith("triton_tem_"):                   # Inductor's templates: mm, bmm, addmm
+    if low.startswith("triton_tem_"):  # Inductor's templates: mm, bmm, addmm
         return "GEMM"
     if low.startswith("triton"):
         return "Inductor/Triton"
     if any(k in low for k in ("flash", "fmha", "attention", "sdpa", "_attn")):
         return "attention"
-    if any(k in low for k in ("gemm", "nvjet", "xmma", "cublas", "cutlass", "gemv", "splitkreduce", "wgmma",
-                              "s16816", "s1688", "hmma", "matmul")):
+    if any(
+        k in low
+        for k in (
+            "gemm",
+            "nvjet",
+            "xmma",
+            "cublas",
+            "cutlass",
+            "gemv",
+            "splitkreduce",
+            "wgmma",
+            "s16816",
+            "s1688",
+            "hmma",
+            "matmul",
+        )
+    ):
         return "GEMM"
     return "other torch"
 
@@ -130,9 +149,11 @@ def card_of(device: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # on the GPU
 
+
 def _bench_thunder():
     """bench/thunder.py as a module (its name would be Lightning Thunder's on the path)."""
     import importlib.util
+
     module = sys.modules.get("bench_thunder")
     if module is None:
         spec = importlib.util.spec_from_file_location("bench_thunder", os.path.join(_HERE, "thunder.py"))
@@ -155,9 +176,13 @@ def parse_model(spec: str, args) -> dict:
     if size:
         b, _, s = size.lower().partition("x")
         batch, seq = int(b), int(s)
-    return {"model": name, "batch": batch, "seq": seq,
-            "layers": None if name.startswith("fp8") else args.layers,
-            "fp8_blocks": args.fp8_blocks if name.startswith("fp8") else None}
+    return {
+        "model": name,
+        "batch": batch,
+        "seq": seq,
+        "layers": None if name.startswith("fp8") else args.layers,
+        "fp8_blocks": args.fp8_blocks if name.startswith("fp8") else None,
+    }
 
 
 def config_key(c: dict) -> str:
@@ -168,9 +193,11 @@ def config_key(c: dict) -> str:
 def build(key: str, model, how: str | None):
     """(callable model, eqsat transform or None, ThunderCompiler or None) of variant ``key``."""
     import torch
+
     torch._dynamo.reset()
     try:
         from torch._dynamo.utils import counters
+
         counters.clear()
     except Exception:  # counters moved: the Dynamo fields stay empty
         pass
@@ -183,6 +210,7 @@ def build(key: str, model, how: str | None):
         return torch.compile(model, mode="reduce-overhead"), None, None
     import thunder
     import eqsat.thunder
+
     transforms = []
     opt = None
     if eqsat_on:
@@ -190,16 +218,19 @@ def build(key: str, model, how: str | None):
         transforms.append(opt)
     if graphs:
         from thunder.transforms.cudagraph import CUDAGraphTransform
-        transforms.append(CUDAGraphTransform())      # after Optimize: it regroups the regions
+
+        transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     if how == "jit":
         return thunder.jit(model, transforms=transforms), opt, None
     from thunder.dynamo import ThunderCompiler
+
     backend = ThunderCompiler(transforms=transforms)
     return torch.compile(model, backend=backend), opt, backend
 
 
 def free() -> None:
     import torch
+
     torch._dynamo.reset()
     gc.collect()
     torch.cuda.empty_cache()
@@ -208,6 +239,7 @@ def free() -> None:
 def profile_events(step, n: int, cpu: bool):
     import torch
     from torch.profiler import ProfilerActivity, profile
+
     activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if cpu else [])
     torch.cuda.synchronize()
     with profile(activities=activities) as prof:
@@ -221,6 +253,7 @@ def device_map(events, n: int) -> dict:
     """Per step (``n`` steps profiled back to back): device time and kernels by class, busy and
     idle GPU time, host launch calls, and each kernel's time and count."""
     import torch
+
     cuda = torch.autograd.DeviceType.CUDA
     gpu, launches, per_kernel = [], Counter(), {}
     for e in events:
@@ -256,8 +289,10 @@ def device_map(events, n: int) -> dict:
         "device_ms": sum(by_class.values()) / n / 1e3,
         "by_class_ms": {c: by_class.get(c, 0.0) / n / 1e3 for c in CLASSES},
         "kernels_by_class": {c: count_class.get(c, 0) / n for c in CLASSES},
-        "kernels": kernels / n, "copies": count_class.get("copies", 0) / n,
-        "gpu_busy_ms": busy / n / 1e3, "gpu_span_ms": span / n / 1e3,
+        "kernels": kernels / n,
+        "copies": count_class.get("copies", 0) / n,
+        "gpu_busy_ms": busy / n / 1e3,
+        "gpu_span_ms": span / n / 1e3,
         "gpu_idle_ms": max(span - busy, 0.0) / n / 1e3,
         "launch_api": {k: v / n for k, v in sorted(launches.items())},
         "_per_kernel": {name: (us / n, cnt / n) for name, (us, cnt) in per_kernel.items()},
@@ -271,6 +306,7 @@ def kernel_ops(events) -> tuple[dict[str, Counter], Counter]:
     autograd node, Inductor's compiled graph); and the device time in us per outermost aten op
     (or context, where no aten op holds the kernel)."""
     import torch
+
     cpu = torch.autograd.DeviceType.CPU
     out: dict[str, Counter] = {}
     by_op: Counter = Counter()
@@ -307,10 +343,24 @@ def thunder_summary(fn, backend, how) -> dict:
     what Thunder left to Inductor (split reasons)."""
     import thunder
     from thunder.dev_utils.utils import NON_COMPUTATION_PRIMS
-    skip_prefix = ("unpack", "check_", "python_", "return", "del", "clear_mutable_collection",
-                   "assert_", "shallow_copy", "update_aliases")
-    out = {"fns": 0, "trace_ops": {"forward": Counter(), "backward": Counter()},
-           "nvfuser_regions": {"forward": 0, "backward": 0}, "cuda_graphs": {"forward": 0, "backward": 0}}
+
+    skip_prefix = (
+        "unpack",
+        "check_",
+        "python_",
+        "return",
+        "del",
+        "clear_mutable_collection",
+        "assert_",
+        "shallow_copy",
+        "update_aliases",
+    )
+    out = {
+        "fns": 0,
+        "trace_ops": {"forward": Counter(), "backward": Counter()},
+        "nvfuser_regions": {"forward": 0, "backward": 0},
+        "cuda_graphs": {"forward": 0, "backward": 0},
+    }
     fns = thunder_fns(fn, backend, how)
     out["fns"] = len(fns)
     for f in fns:
@@ -340,8 +390,10 @@ def thunder_summary(fn, backend, how) -> dict:
         reasons = []
         for info in infos:
             for r in info.split_reasons or []:
-                reasons.append(f"{getattr(r.reason_type, 'name', r.reason_type)}: {str(r.info)[:200]}"
-                               + (f" ({str(r.exception)[:160]})" if r.exception else ""))
+                reasons.append(
+                    f"{getattr(r.reason_type, 'name', r.reason_type)}: {str(r.info)[:200]}"
+                    + (f" ({str(r.exception)[:160]})" if r.exception else "")
+                )
         out["split_reasons"] = reasons[:40]
         out["split_reason_count"] = len(reasons)
     return out
@@ -354,13 +406,17 @@ def dynamo_summary() -> dict:
         return {}
     stats = counters.get("stats", {})
     breaks = counters.get("graph_break", {})
-    return {"unique_graphs": stats.get("unique_graphs"), "graph_breaks": sum(breaks.values()),
-            "graph_break_reasons": [str(k)[:200] for k in list(breaks)[:10]]}
+    return {
+        "unique_graphs": stats.get("unique_graphs"),
+        "graph_breaks": sum(breaks.values()),
+        "graph_break_reasons": [str(k)[:200] for k in list(breaks)[:10]],
+    }
 
 
 def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
     import torch
     import copy
+
     bt = _bench_thunder()
     errors = []
     for how in hows:
@@ -385,8 +441,12 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
             row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
             if opt is not None:
                 s = opt.report.summary()
-                row["eqsat"] = {"regions": s["regions"], "rewritten": s["rewritten"], "fell_back": s["fell_back"],
-                                "eqsat_s": sum(r.get("optimizer_s") or 0.0 for r in s["records"])}
+                row["eqsat"] = {
+                    "regions": s["regions"],
+                    "rewritten": s["rewritten"],
+                    "fell_back": s["fell_back"],
+                    "eqsat_s": sum(r.get("optimizer_s") or 0.0 for r in s["records"]),
+                }
             if VARIANTS[key][1]:
                 try:
                     row["thunder"] = thunder_summary(fn, backend, how)
@@ -416,10 +476,17 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
                 row["attributed_ms"] = sum(by_op.values()) / 1e3
             except Exception as err:  # attribution is best effort
                 ops, row["attribution_error"] = {}, f"{type(err).__name__}: {str(err)[:200]}"
-            top = sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[:args.top]
-            row["top_kernels"] = [{"name": name[:200], "class": kernel_class(name), "us": us, "count": cnt,
-                                   "ops": [f"{op} (x{c})" for op, c in ops.get(name, Counter()).most_common(3)]}
-                                  for name, (us, cnt) in top]
+            top = sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: args.top]
+            row["top_kernels"] = [
+                {
+                    "name": name[:200],
+                    "class": kernel_class(name),
+                    "us": us,
+                    "count": cnt,
+                    "ops": [f"{op} (x{c})" for op, c in ops.get(name, Counter()).most_common(3)],
+                }
+                for name, (us, cnt) in top
+            ]
             return row
         except Exception as err:  # any failure of this variant: recorded, the run goes on
             errors.append(f"{how or key}: {type(err).__name__}: {str(err).strip()[:500]}")
@@ -438,6 +505,7 @@ def write_json(path: str, doc: dict) -> None:
 
 def measure(args) -> int:
     import torch
+
     if not torch.cuda.is_available():
         print("bench/step_profile.py profiles training steps on a CUDA GPU: none here", file=sys.stderr)
         return 2
@@ -452,10 +520,17 @@ def measure(args) -> int:
         print(f"unknown models {bad}; known: {', '.join(bt.MODELS)}", file=sys.stderr)
         return 2
     device = torch.cuda.get_device_name(0)
-    doc = {"device": device, "card": card_of(device),
-           "versions": {m: bt.version(m) for m in ("torch", "thunder", "transformers", "nvfuser_direct", "triton")},
-           "args": vars(args), "classes": list(CLASSES), "variants": {k: v[0] for k, v in VARIANTS.items()},
-           "rows": []}
+    doc = {
+        "device": device,
+        "card": card_of(device),
+        "versions": {
+            m: bt.version(m) for m in ("torch", "thunder", "transformers", "nvfuser_direct", "triton")
+        },
+        "args": vars(args),
+        "classes": list(CLASSES),
+        "variants": {k: v[0] for k, v in VARIANTS.items()},
+        "rows": [],
+    }
     if args.resume and args.json and os.path.exists(args.json):
         with open(args.json) as f:
             old = json.load(f)
@@ -480,12 +555,23 @@ def measure(args) -> int:
         left = args.budget_s - (time.monotonic() - clock0)
         if left < args.min_row_s:
             for k in todo:
-                doc["rows"].append({"config": key, **c, "variant": k, "label": VARIANTS[k][0],
-                                    "skipped": "time guard: not started"})
+                doc["rows"].append(
+                    {
+                        "config": key,
+                        **c,
+                        "variant": k,
+                        "label": VARIANTS[k][0],
+                        "skipped": "time guard: not started",
+                    }
+                )
             save()
             continue
-        ns = argparse.Namespace(batch=c["batch"], seq=c["seq"], layers=c["layers"] or args.layers,
-                                fp8_blocks=c["fp8_blocks"] or args.fp8_blocks)
+        ns = argparse.Namespace(
+            batch=c["batch"],
+            seq=c["seq"],
+            layers=c["layers"] or args.layers,
+            fp8_blocks=c["fp8_blocks"] or args.fp8_blocks,
+        )
         base = loss_fn = None
         try:
             base, loss_fn = bt.make(c["model"], ns)
@@ -493,25 +579,45 @@ def measure(args) -> int:
             msg = f"{type(err).__name__}: {str(err)[:400]}"
             print(f"{key}: cannot build: {msg}", flush=True)
             for k in todo:
-                doc["rows"].append({"config": key, **c, "variant": k, "label": VARIANTS[k][0],
-                                    "error": f"build: {msg}"})
+                doc["rows"].append(
+                    {"config": key, **c, "variant": k, "label": VARIANTS[k][0], "error": f"build: {msg}"}
+                )
             save()
             continue
         order = ["jit", "dynamo"] if c["model"].startswith("fp8") else ["dynamo", "jit"]
         thunder_how = None
-        eager_loss = next((r.get("loss") for r in doc["rows"] if r["config"] == key and r["variant"] == "eager"), None)
+        eager_loss = next(
+            (r.get("loss") for r in doc["rows"] if r["config"] == key and r["variant"] == "eager"), None
+        )
         for k in todo:
             left = args.budget_s - (time.monotonic() - clock0)
             if left < args.min_row_s:
-                doc["rows"].append({"config": key, **c, "variant": k, "label": VARIANTS[k][0],
-                                    "skipped": "time guard: not started"})
+                doc["rows"].append(
+                    {
+                        "config": key,
+                        **c,
+                        "variant": k,
+                        "label": VARIANTS[k][0],
+                        "skipped": "time guard: not started",
+                    }
+                )
                 save()
                 continue
             hows = [None]
             if VARIANTS[k][1]:
-                prior = next((r.get("how") for r in doc["rows"] if r["config"] == key and r["variant"] == "thunder"
-                              and "how" in r), None)
-                hows = [thunder_how or prior] if (thunder_how or prior) else (order if k == "thunder" else order[:1])
+                prior = next(
+                    (
+                        r.get("how")
+                        for r in doc["rows"]
+                        if r["config"] == key and r["variant"] == "thunder" and "how" in r
+                    ),
+                    None,
+                )
+                hows = (
+                    [thunder_how or prior]
+                    if (thunder_how or prior)
+                    else (order if k == "thunder" else order[:1])
+                )
             signal.alarm(max(5, int(min(args.row_limit_s, left - 10))))
             clock = time.monotonic()
             try:
@@ -521,8 +627,14 @@ def measure(args) -> int:
                 free()
             finally:
                 signal.alarm(0)
-            r = {"config": key, **c, "variant": k, "label": VARIANTS[k][0], **r,
-                 "row_s": time.monotonic() - clock}
+            r = {
+                "config": key,
+                **c,
+                "variant": k,
+                "label": VARIANTS[k][0],
+                **r,
+                "row_s": time.monotonic() - clock,
+            }
             if k == "thunder" and "how" in r:
                 thunder_how = r["how"]
             if k == "eager" and "loss" in r:
@@ -534,14 +646,21 @@ def measure(args) -> int:
             if "error" in r:
                 print(f"  {key} / {VARIANTS[k][0]}: ERROR {r['error'][:300]}", flush=True)
             elif "by_class_ms" not in r:
-                print(f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady; no profile: "
-                      f"{r.get('profile_error')}", flush=True)
+                print(
+                    f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady; no profile: "
+                    f"{r.get('profile_error')}",
+                    flush=True,
+                )
             else:
                 cls = ", ".join(f"{c_} {v:.2f}" for c_, v in r["by_class_ms"].items() if v)
-                print(f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady, device {r['device_ms']:.2f} "
-                      f"({cls}), {r['kernels']:.0f} kernels, host {r['host_issue_ms']:.2f} ms, "
-                      f"idle {r['gpu_idle_ms']:.2f} ms, peak {r['peak_mem_gib']:.2f} GiB, "
-                      f"first {r['first_call_s']:.1f} s, row {r['row_s']:.0f} s", flush=True)
+                print(
+                    f"  {key} / {VARIANTS[k][0]}: {r['steady_ms']:.2f} ms steady, device "
+                    f"{r['device_ms']:.2f} "
+                    f"({cls}), {r['kernels']:.0f} kernels, host {r['host_issue_ms']:.2f} ms, "
+                    f"idle {r['gpu_idle_ms']:.2f} ms, peak {r['peak_mem_gib']:.2f} GiB, "
+                    f"first {r['first_call_s']:.1f} s, row {r['row_s']:.0f} s",
+                    flush=True,
+                )
         base = loss_fn = None
         free()
     save()
@@ -552,6 +671,7 @@ def measure(args) -> int:
 # ----------------------------------------------------------------------------------------------
 # without a GPU: the table and the plots
 
+
 def _rows_by_config(doc: dict) -> dict:
     by: dict = {}
     for r in doc["rows"]:
@@ -561,12 +681,25 @@ def _rows_by_config(doc: dict) -> dict:
 
 def table(doc: dict) -> str:
     card = doc.get("card", doc.get("device", "?"))
-    short = {"GEMM": "GEMM", "attention": "attn", "nvFuser": "nvFuser", "Inductor/Triton": "Triton",
-             "other torch": "other torch", "copies": "copies"}
-    head = ("| model | variant | steady ms | device ms | " + " | ".join(short[c] for c in CLASSES)
-            + " | kernels | host issue ms | GPU idle ms | peak GiB |")
-    lines = [f"All times on one {card} ({doc.get('device', '')}); device ms by class per step (torch.profiler).",
-             "", head, "|" + "---|" * (head.count("|") - 1)]
+    short = {
+        "GEMM": "GEMM",
+        "attention": "attn",
+        "nvFuser": "nvFuser",
+        "Inductor/Triton": "Triton",
+        "other torch": "other torch",
+        "copies": "copies",
+    }
+    head = (
+        "| model | variant | steady ms | device ms | "
+        + " | ".join(short[c] for c in CLASSES)
+        + " | kernels | host issue ms | GPU idle ms | peak GiB |"
+    )
+    lines = [
+        f"All times on one {card} ({doc.get('device', '')}); device ms by class per step (torch.profiler).",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
     for cfg, rs in _rows_by_config(doc).items():
         for k in VARIANTS:
             r = rs.get(k)
@@ -574,26 +707,40 @@ def table(doc: dict) -> str:
                 continue
             if "steady_ms" not in r:
                 why = r.get("error") or r.get("skipped") or "?"
-                lines.append(f"| {cfg} | {VARIANTS[k][0]} | {'skipped' if 'skipped' in r else 'error'}: "
-                             f"{why[:120].replace('|', '/')} |" + " |" * (head.count("|") - 4))
+                lines.append(
+                    f"| {cfg} | {VARIANTS[k][0]} | {'skipped' if 'skipped' in r else 'error'}: "
+                    f"{why[:120].replace('|', '/')} |" + " |" * (head.count("|") - 4)
+                )
                 continue
             if "by_class_ms" not in r:
-                lines.append(f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | no profile: "
-                             f"{r.get('profile_error', '?')[:100].replace('|', '/')} |" + " |" * (head.count("|") - 5))
+                lines.append(
+                    f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | no profile: "
+                    f"{r.get('profile_error', '?')[:100].replace('|', '/')} |" + " |" * (head.count("|") - 5)
+                )
                 continue
             cls = " | ".join(f"{r['by_class_ms'][c]:.2f}" for c in CLASSES)
-            lines.append(f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | {r['device_ms']:.2f} | {cls} | "
-                         f"{r['kernels']:.0f} | {r['host_issue_ms']:.2f} | {r['gpu_idle_ms']:.2f} | "
-                         f"{r['peak_mem_gib']:.2f} |")
+            lines.append(
+                f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | {r['device_ms']:.2f} | {cls} | "
+                f"{r['kernels']:.0f} | {r['host_issue_ms']:.2f} | {r['gpu_idle_ms']:.2f} | "
+                f"{r['peak_mem_gib']:.2f} |"
+            )
     return "\n".join(lines)
 
 
 def plot(doc: dict, png_dir: str, prefix: str) -> list[str]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    colors = {"GEMM": "#4c72b0", "attention": "#8172b3", "nvFuser": "#55a868", "Inductor/Triton": "#dd8452",
-              "other torch": "#c44e52", "copies": "#937860"}
+
+    colors = {
+        "GEMM": "#4c72b0",
+        "attention": "#8172b3",
+        "nvFuser": "#55a868",
+        "Inductor/Triton": "#dd8452",
+        "other torch": "#c44e52",
+        "copies": "#937860",
+    }
     card = doc.get("card", doc.get("device", "?"))
     os.makedirs(png_dir, exist_ok=True)
     paths = []
@@ -610,8 +757,15 @@ def plot(doc: dict, png_dir: str, prefix: str) -> list[str]:
             bottom = [b + v for b, v in zip(bottom, vals)]
         idle = [rs[k]["gpu_idle_ms"] for k in keys]
         ax.bar(xs, idle, bottom=bottom, color="white", edgecolor="gray", hatch="//", label="GPU idle")
-        ax.scatter(list(xs), [rs[k]["steady_ms"] for k in keys], marker="_", s=900, color="black", zorder=3,
-                   label="steady step")
+        ax.scatter(
+            list(xs),
+            [rs[k]["steady_ms"] for k in keys],
+            marker="_",
+            s=900,
+            color="black",
+            zorder=3,
+            label="steady step",
+        )
         ax.set_xticks(list(xs))
         ax.set_xticklabels([VARIANTS[k][0].replace(" ", "\n", 1) for k in keys], fontsize=8)
         ax.set_ylabel("ms per training step")
@@ -628,25 +782,39 @@ def plot(doc: dict, png_dir: str, prefix: str) -> list[str]:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default=DEFAULT_MODELS, help="NAME or NAME@BxS, comma separated (default %(default)s)")
+    p.add_argument(
+        "--models", default=DEFAULT_MODELS, help="NAME or NAME@BxS, comma separated (default %(default)s)"
+    )
     p.add_argument("--variants", default=",".join(VARIANTS), help="of %(default)s")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--layers", type=int, default=2, help="layers of transformers' models (default %(default)s)")
-    p.add_argument("--fp8-blocks", type=int, default=4, help="blocks of the fp8_current models (default %(default)s)")
+    p.add_argument(
+        "--layers", type=int, default=2, help="layers of transformers' models (default %(default)s)"
+    )
+    p.add_argument(
+        "--fp8-blocks", type=int, default=4, help="blocks of the fp8_current models (default %(default)s)"
+    )
     p.add_argument("--runs", type=int, default=15, help="steady-state steps timed (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--profile-steps", type=int, default=3, help="steps profiled back to back (default %(default)s)")
+    p.add_argument(
+        "--profile-steps", type=int, default=3, help="steps profiled back to back (default %(default)s)"
+    )
     p.add_argument("--top", type=int, default=12, help="top kernels kept per row (default %(default)s)")
-    p.add_argument("--budget-s", type=float, default=540.0, help="time guard for the whole run (default %(default)s)")
+    p.add_argument(
+        "--budget-s", type=float, default=540.0, help="time guard for the whole run (default %(default)s)"
+    )
     p.add_argument("--min-row-s", type=float, default=40.0, help="start a row only with this much left")
     p.add_argument("--row-limit-s", type=float, default=180.0, help="stop one row after this long")
-    p.add_argument("--resume", action="store_true", help="keep the rows already in --json (same GPU), run the rest")
+    p.add_argument(
+        "--resume", action="store_true", help="keep the rows already in --json (same GPU), run the rest"
+    )
     p.add_argument("--json", help="write the rows there (after every row)")
     p.add_argument("--plot", metavar="JSON", help="draw the PNGs of a recorded run (no GPU needed)")
     p.add_argument("--png-dir", default="docs/images")
     p.add_argument("--png-prefix", default="step_profile_")
-    p.add_argument("--table", metavar="JSON", help="print the markdown table of a recorded run (no GPU needed)")
+    p.add_argument(
+        "--table", metavar="JSON", help="print the markdown table of a recorded run (no GPU needed)"
+    )
     return p.parse_args(argv)
 
 

@@ -1,5 +1,6 @@
 """bench/step_profile.py without a GPU: kernel classes, launch calls, the per-step device map
 from profiler events (busy, idle, classes), model specs, and the table of a recorded run."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -13,26 +14,40 @@ def sp(monkeypatch):
     return load_bench(monkeypatch, "step_profile")
 
 
-@pytest.mark.parametrize("name, cls", [
-    ("nvf::nvfuser_pointwise_f0_c1_r0_g0(nvf::Tensor<__bfloat, 3, 3>)", "nvFuser"),
-    ("nvfuser_inner_persistent_f0_c1_r0_g1", "nvFuser"),
-    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "GEMM"),
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", "GEMM"),
-    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align8>(x)", "GEMM"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4> >(Flash_fwd_params)",
-     "attention"),
-    ("fmha_cutlassB_bf16_aligned_64x64_k128_sm80", "attention"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3", "attention"),
-    ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0", "Inductor/Triton"),
-    ("triton_red_fused__log_softmax_1", "Inductor/Triton"),
-    ("triton_tem_fused_mm_0", "GEMM"),
-    ("Memcpy DtoD (Device -> Device)", "copies"),
-    ("Memset (Device)", "copies"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >(int)",
-     "other torch"),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*)",
-     "other torch"),
-])
+@pytest.mark.parametrize(
+    "name, cls",
+    [
+        ("nvf::nvfuser_pointwise_f0_c1_r0_g0(nvf::Tensor<__bfloat, 3, 3>)", "nvFuser"),
+        ("nvfuser_inner_persistent_f0_c1_r0_g1", "nvFuser"),
+        ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "GEMM"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", "GEMM"),
+        (
+            "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align8>(x)",
+            "GEMM",
+        ),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4> >"
+            "(Flash_fwd_params)",
+            "attention",
+        ),
+        ("fmha_cutlassB_bf16_aligned_64x64_k128_sm80", "attention"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3", "attention"),
+        ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0", "Inductor/Triton"),
+        ("triton_red_fused__log_softmax_1", "Inductor/Triton"),
+        ("triton_tem_fused_mm_0", "GEMM"),
+        ("Memcpy DtoD (Device -> Device)", "copies"),
+        ("Memset (Device)", "copies"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >"
+            "(int)",
+            "other torch",
+        ),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*)",
+            "other torch",
+        ),
+    ],
+)
 def test_kernel_class(sp, name, cls):
     assert sp.kernel_class(name) == cls
 
@@ -48,32 +63,48 @@ def test_launch_kind(sp):
 
 def test_parse_model(sp):
     args = SimpleNamespace(batch=4, seq=2048, layers=2, fp8_blocks=4)
-    assert sp.parse_model("llama@1x512", args) == {"model": "llama", "batch": 1, "seq": 512, "layers": 2,
-                                                   "fp8_blocks": None}
+    assert sp.parse_model("llama@1x512", args) == {
+        "model": "llama",
+        "batch": 1,
+        "seq": 512,
+        "layers": 2,
+        "fp8_blocks": None,
+    }
     c = sp.parse_model("fp8_current", args)
     assert (c["batch"], c["seq"], c["layers"], c["fp8_blocks"]) == (4, 2048, None, 4)
     assert sp.config_key(c) == "fp8_current 4x2048 4 blocks"
 
 
 def _event(name, device, start, end, parent=None, kernels=()):
-    return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
-                           cpu_parent=parent, kernels=list(kernels))
+    return SimpleNamespace(
+        name=name,
+        device_type=device,
+        time_range=SimpleNamespace(start=start, end=end),
+        cpu_parent=parent,
+        kernels=list(kernels),
+    )
 
 
 def test_device_map_per_step(sp):
     cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
     # two steps: a GEMM and an nvFuser kernel that overlap, a copy, a gap of 50 us
-    events = [_event("nvjet_a", cuda, 0, 100), _event("nvf::nvfuser_x", cuda, 80, 120),
-              _event("Memcpy DtoD", cuda, 170, 180), _event("nvjet_a", cuda, 180, 280),
-              _event("cudaLaunchKernel", cpu, 0, 1), _event("cudaLaunchKernel", cpu, 2, 3),
-              _event("cudaGraphLaunch", cpu, 4, 5), _event("aten::mm", cpu, 0, 1)]
+    events = [
+        _event("nvjet_a", cuda, 0, 100),
+        _event("nvf::nvfuser_x", cuda, 80, 120),
+        _event("Memcpy DtoD", cuda, 170, 180),
+        _event("nvjet_a", cuda, 180, 280),
+        _event("cudaLaunchKernel", cpu, 0, 1),
+        _event("cudaLaunchKernel", cpu, 2, 3),
+        _event("cudaGraphLaunch", cpu, 4, 5),
+        _event("aten::mm", cpu, 0, 1),
+    ]
     m = sp.device_map(events, 2)
     assert m["by_class_ms"]["GEMM"] == pytest.approx(0.1)
     assert m["by_class_ms"]["nvFuser"] == pytest.approx(0.02)
     assert m["by_class_ms"]["copies"] == pytest.approx(0.005)
     assert m["kernels"] == 1.5 and m["copies"] == 0.5
     assert m["gpu_span_ms"] == pytest.approx(0.14)
-    assert m["gpu_busy_ms"] == pytest.approx(0.115)          # (120 + 110) us busy over two steps
+    assert m["gpu_busy_ms"] == pytest.approx(0.115)  # (120 + 110) us busy over two steps
     assert m["gpu_idle_ms"] == pytest.approx(0.025)
     assert m["launch_api"] == {"graph": 0.5, "kernel": 1.0}
     assert m["_per_kernel"]["nvjet_a"] == (100.0, 1.0)
@@ -85,15 +116,26 @@ def test_kernel_ops_names_the_launching_op(sp):
     linear = _event("aten::linear", cpu, 0, 5, node)
     mm = _event("aten::mm", cpu, 0, 1, linear, [SimpleNamespace(name="nvjet_a", duration=40.0)])
     ops, by_op = sp.kernel_ops([node, linear, mm])
-    assert ops["nvjet_a"].most_common(1)[0][0] == \
-        "[autograd::engine::evaluate_function: MmBackward0] aten::linear > aten::mm"
+    assert (
+        ops["nvjet_a"].most_common(1)[0][0]
+        == "[autograd::engine::evaluate_function: MmBackward0] aten::linear > aten::mm"
+    )
     assert by_op == {"aten::linear": 40.0}
 
 
 def test_table_of_a_recorded_run(sp):
     classes = dict.fromkeys(sp.CLASSES, 0.0) | {"GEMM": 10.0}
-    ok = {"config": "llama 1x512 2 layers", "variant": "eager", "steady_ms": 12.5, "device_ms": 10.0,
-          "by_class_ms": classes, "kernels": 300.0, "host_issue_ms": 9.0, "gpu_idle_ms": 2.5, "peak_mem_gib": 3.0}
+    ok = {
+        "config": "llama 1x512 2 layers",
+        "variant": "eager",
+        "steady_ms": 12.5,
+        "device_ms": 10.0,
+        "by_class_ms": classes,
+        "kernels": 300.0,
+        "host_issue_ms": 9.0,
+        "gpu_idle_ms": 2.5,
+        "peak_mem_gib": 3.0,
+    }
     bad = {"config": "llama 1x512 2 layers", "variant": "thunder-cg", "error": "dynamo: AssertionError: x|y"}
     text = sp.table({"device": "NVIDIA H100 80GB HBM3", "card": "H100", "rows": [ok, bad]})
     assert "| llama 1x512 2 layers | eager | 12.50 | 10.00 | 10.00 |" in text
