@@ -554,16 +554,7 @@ def measure(args) -> int:
             continue
         left = args.budget_s - (time.monotonic() - clock0)
         if left < args.min_row_s:
-            for k in todo:
-                doc["rows"].append(
-                    {
-                        "config": key,
-                        **c,
-                        "variant": k,
-                        "label": VARIANTS[k][0],
-                        "skipped": "time guard: not started",
-                    }
-                )
+            doc["rows"] += [_not_started(key, c, k) for k in todo]
             save()
             continue
         ns = argparse.Namespace(
@@ -592,15 +583,7 @@ def measure(args) -> int:
         for k in todo:
             left = args.budget_s - (time.monotonic() - clock0)
             if left < args.min_row_s:
-                doc["rows"].append(
-                    {
-                        "config": key,
-                        **c,
-                        "variant": k,
-                        "label": VARIANTS[k][0],
-                        "skipped": "time guard: not started",
-                    }
-                )
+                doc["rows"].append(_not_started(key, c, k))
                 save()
                 continue
             hows = [None]
@@ -816,6 +799,12 @@ def parse_args(argv):
         "--table", metavar="JSON", help="print the markdown table of a recorded run (no GPU needed)"
     )
     return p.parse_args(argv)
+
+
+def _not_started(key: str, config: dict, variant: str) -> dict:
+    """The row of a (config, variant) the time guard did not start."""
+    label = VARIANTS[variant][0]
+    return {"config": key, **config, "variant": variant, "label": label, "skipped": "time guard: not started"}
 
 
 def main(argv=None) -> int:
