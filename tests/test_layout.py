@@ -1,7 +1,7 @@
-"""The package's import graph: the stages import one way (no circles), a function-local import
-states why it is there, and no private name is imported from another module. Read from the
-source with ``ast`` (no module is imported), so a new circle fails here, not at a user's
-first import."""
+"""The package's import graph and size: the stages import one way (no circles), a
+function-local import states why it is there, no private name is imported from another module,
+no module passes 500 lines and no function 60. Read from the source with ``ast`` (no module is
+imported), so a new circle fails here, not at a user's first import."""
 
 import ast
 from pathlib import Path
@@ -179,3 +179,22 @@ def test_the_stage_packages_import_one_way_too():
         deps.discard("eqsat")
     folded.pop("eqsat", None)  # the package's __init__ gathers the public API
     assert _cycle(folded) is None, " -> ".join(_cycle(folded))
+
+
+def test_no_module_passes_500_lines_and_no_function_60():
+    """A module over 500 lines holds more than one concept, a function over 60 more than one
+    step (docs/architecture.md): split them."""
+    long_modules, long_functions = [], []
+    for path in MODULES.values():
+        source = path.read_text()
+        if len(source.splitlines()) > 500:
+            long_modules.append(f"{path.relative_to(ROOT)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 60:
+                    long_functions.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines"
+                    )
+    assert not long_modules, long_modules
+    assert not long_functions, long_functions
