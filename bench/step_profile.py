@@ -75,6 +75,7 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs)
     "compile-ro": ("torch.compile reduce-overhead", False, False, True),
     "thunder": ("Thunder", True, False, False),
     "thunder-eqsat": ("Thunder+eqsat", True, True, False),
+    "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False),
     "thunder-cg": ("Thunder CUDA graphs", True, False, True),
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True),
 }
@@ -220,11 +221,16 @@ def build(key: str, model, how: str | None):
         from thunder.transforms.cudagraph import CUDAGraphTransform
 
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
+    options = {"transforms": transforms}
+    if key.endswith("-attn"):  # attention on cuDNN (eqsat.thunder.cudnn_attention) before Thunder's own
+        from eqsat.thunder.cudnn_attention import cudnn_sdpa_executor
+
+        options["executors"] = [cudnn_sdpa_executor(), *thunder.get_default_executors()]
     if how == "jit":
-        return thunder.jit(model, transforms=transforms), opt, None
+        return thunder.jit(model, **options), opt, None
     from thunder.dynamo import ThunderCompiler
 
-    backend = ThunderCompiler(transforms=transforms)
+    backend = ThunderCompiler(**options)
     return torch.compile(model, backend=backend), opt, backend
 
 

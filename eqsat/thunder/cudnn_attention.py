@@ -1,0 +1,157 @@
+"""Attention on cuDNN for Thunder: an executor that claims ``scaled_dot_product_attention``,
+forward and backward, and runs it on torch's cuDNN attention ops
+(``aten._scaled_dot_product_cudnn_attention`` and its backward), as torch.compile does on
+Hopper.
+
+Why: Thunder 0.2.6's sdpa executor knows only flash and memory-efficient attention. With the
+boolean mask transformers materializes, it takes the memory-efficient kernels (CUTLASS, built
+for sm80) and expands the mask to every head first. On an H100, for Phi-3 at 4x2048 in bf16,
+that path took 8.74 ms of a 26.98 ms step. torch.compile's cuDNN attention took 3.28 ms
+(``docs/step-profile.md``).
+
+    import thunder, eqsat.thunder
+    jmodel = thunder.jit(model, executors=[eqsat.thunder.cudnn_sdpa_executor(),
+                                           *thunder.get_default_executors()])
+
+The executor claims a call only where cuDNN's attention takes it (:func:`cudnn_takes`). It
+needs CUDA tensors in bf16 or fp16 on a GPU of compute capability 9.0 or more, and no dropout.
+Query, key and value must have the same heads and one head size, a multiple of 8 and at most
+128. The mask must be boolean or floating, broadcast to the scores, and not itself
+differentiated. Every other call is left to Thunder's own executors. A boolean mask becomes
+the additive bias cuDNN takes (:func:`additive_bias`: 0 where True, -inf where False), as
+torch's ``scaled_dot_product_attention`` makes it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+MIN_CAPABILITY = (9, 0)  # cuDNN's fused attention kernels that torch takes on Hopper and later
+MAX_HEAD = 128
+
+
+def additive_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """The additive bias cuDNN's attention takes for ``mask``: a boolean mask's True is 0 and
+    its False -inf; a floating mask is itself, in ``dtype``."""
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        zero = torch.zeros((), dtype=dtype, device=mask.device)
+        return torch.where(mask, zero, torch.tensor(-math.inf, dtype=dtype, device=mask.device))
+    return mask.to(dtype)
+
+
+def cudnn_takes(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any,
+    dropout_p: float,
+    *,
+    capability: tuple[int, int] | None,
+) -> str | None:
+    """None where cuDNN's attention takes the call; else why not. The arguments may be torch
+    tensors or Thunder's proxies (``shape``, ``dtype``, ``requires_grad``); ``capability``
+    is the GPU's (None: no GPU)."""
+    if capability is None or tuple(capability) < MIN_CAPABILITY:
+        return "no GPU of compute capability 9.0 or more"
+    if dropout_p:
+        return "dropout"
+    if any(len(t.shape) != 4 for t in (query, key, value)):
+        return "query, key and value are not 4-D"
+    if (
+        not all(_half_precision(t.dtype) for t in (query, key, value))
+        or len({str(t.dtype) for t in (query, key, value)}) != 1
+    ):
+        return "query, key and value are not all bf16 or all fp16"
+    (b, h, _, e), (bk, hk, sk, ek), (bv, hv, sv, ev) = (tuple(t.shape) for t in (query, key, value))
+    if (bk, hk) != (b, h) or (bv, hv, sv) != (b, h, sk):
+        return "key and value do not match the query's batch and heads"
+    if not (e == ek == ev) or e % 8 or e > MAX_HEAD:
+        return f"head size {e}, {ek}, {ev}: cuDNN takes one size, a multiple of 8, at most {MAX_HEAD}"
+    if attn_mask is not None:
+        if getattr(attn_mask, "requires_grad", False):
+            return "the mask is differentiated"
+        if not _broadcasts(tuple(attn_mask.shape), (b, h, query.shape[2], sk)):
+            return "the mask does not broadcast to the scores"
+    return None
+
+
+def _half_precision(dtype: Any) -> bool:
+    return str(dtype).rsplit(".", 1)[-1] in ("bfloat16", "float16")
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    if len(shape) > len(to):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], to[::-1]))
+
+
+def _contiguous_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _bias_for(attn_mask: torch.Tensor | None, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
+    bias = additive_bias(attn_mask, query.dtype)
+    if bias is None:
+        return None
+    b, h, sq, _ = query.shape
+    return bias.expand(b, h, sq, key.shape[2])
+
+
+def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """(output, logsumexp, philox seed, philox offset) of cuDNN's attention."""
+    out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
+        _contiguous_last(query),
+        _contiguous_last(key),
+        _contiguous_last(value),
+        _bias_for(attn_mask, query, key),
+        True,
+        dropout_p,
+        is_causal,
+        False,
+        scale=scale,
+    )
+    return out, lse, seed, offset
+
+
+def backward_impl(
+    grad_out, query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale
+):
+    """The gradients of query, key and value from cuDNN's attention backward."""
+    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+        grad_out.contiguous(),
+        _contiguous_last(query),
+        _contiguous_last(key),
+        _contiguous_last(value),
+        out,
+        lse,
+        seed,
+        offset,
+        _bias_for(attn_mask, query, key),
+        None,
+        None,
+        query.shape[2],
+        key.shape[2],
+        dropout_p,
+        is_causal,
+        scale=scale,
+    )
+    return tuple(grads)
+
+
+_EXECUTOR = None
+
+
+def cudnn_sdpa_executor():
+    """The Thunder executor (made once, registered with Thunder by its name,
+    ``eqsat_cudnn_sdpa``). Imports Thunder."""
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        from .cudnn_attention_executor import make_executor  # deferred: imports Thunder
+
+        _EXECUTOR = make_executor()
+    return _EXECUTOR

@@ -1,0 +1,73 @@
+"""The Thunder side of :mod:`eqsat.thunder.cudnn_attention`. It registers the forward and
+backward as Thunder operators, and registers the executor's claim on
+``scaled_dot_product_attention``. Its checker asks ``cudnn_takes``; its execution and grad
+transforms mirror Thunder's own sdpa executor (``thunder/executors/sdpaex.py``)."""
+
+from __future__ import annotations
+
+import thunder.core.devices as devices
+import thunder.core.dtypes as dtypes
+import thunder.torch as ltorch
+import torch
+from thunder.core.prims import OpTags
+from thunder.core.proxies import TensorProxy
+from thunder.core.transforms import get_grad, put_grads
+from thunder.extend import OperatorExecutor, register_executor
+
+from .cudnn_attention import backward_impl, cudnn_takes, forward_impl
+
+
+def _forward_meta(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    b, h, sq, _ = query.shape
+    out = TensorProxy(like=query, shape=(b, h, sq, value.shape[-1]))
+    lse = TensorProxy(shape=(b, h, sq, 1), dtype=dtypes.float32, device=query.device, requires_grad=False)
+    seed = TensorProxy(shape=(), dtype=dtypes.int64, device=query.device, requires_grad=False)
+    offset = TensorProxy(shape=(), dtype=dtypes.int64, device=query.device, requires_grad=False)
+    return out, lse, seed, offset
+
+
+def _backward_meta(
+    grad_out, query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale
+):
+    return TensorProxy(like=query), TensorProxy(like=key), TensorProxy(like=value)
+
+
+def _capability(query) -> tuple[int, int] | None:
+    if query.device.devicetype is not devices.DeviceType.CUDA or not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability(query.device.index or 0)
+
+
+def make_executor() -> OperatorExecutor:
+    ex = OperatorExecutor("eqsat_cudnn_sdpa", version="0.1")
+    register_executor(ex)
+    forward = ex.register_operator(
+        "eqsat_cudnn_sdpa_forward",
+        meta=_forward_meta,
+        fn=forward_impl,
+        tags=(OpTags.DONT_AUTO_RECOMPUTE_IN_BACKWARD,),
+    )
+    backward = ex.register_operator("eqsat_cudnn_sdpa_backward", meta=_backward_meta, fn=backward_impl)
+
+    def checker(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None):
+        return cudnn_takes(query, key, value, attn_mask, dropout_p, capability=_capability(query)) is None
+
+    def execution(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None):
+        out, _, _, _ = forward(query, key, value, attn_mask, dropout_p, is_causal, scale)
+        return out
+
+    def grad(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None):
+        out, lse, seed, offset = forward(query, key, value, attn_mask, dropout_p, is_causal, scale)
+        grads = backward(
+            get_grad(out), query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale
+        )
+        put_grads((query, key, value), grads)
+        return out
+
+    ex.register_implementation(
+        ltorch.scaled_dot_product_attention,
+        checker=checker,
+        execution_transform=execution,
+        grad_transform=grad,
+    )
+    return ex
