@@ -223,7 +223,7 @@ def build(key: str, model, how: str | None):
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     options = {"transforms": transforms}
     if key.endswith("-attn"):  # attention on cuDNN (eqsat.thunder.cudnn_attention) before Thunder's own
-        from eqsat.thunder.cudnn_attention import cudnn_sdpa_executor
+        from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
 
         options["executors"] = [cudnn_sdpa_executor(), *thunder.get_default_executors()]
     if how == "jit":

@@ -9,9 +9,9 @@ for sm80) and expands the mask to every head first. On an H100, for Phi-3 at 4x2
 that path took 8.74 ms of a 26.98 ms step. torch.compile's cuDNN attention took 3.28 ms
 (``docs/step-profile.md``).
 
-    import thunder, eqsat.thunder
-    jmodel = thunder.jit(model, executors=[eqsat.thunder.cudnn_sdpa_executor(),
-                                           *thunder.get_default_executors()])
+    import thunder
+    from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
+    jmodel = thunder.jit(model, executors=[cudnn_sdpa_executor(), *thunder.get_default_executors()])
 
 The executor claims a call only where cuDNN's attention takes it (:func:`cudnn_takes`). It
 needs CUDA tensors in bf16 or fp16 on a GPU of compute capability 9.0 or more, and no dropout.
@@ -141,17 +141,3 @@ def backward_impl(
         scale=scale,
     )
     return tuple(grads)
-
-
-_EXECUTOR = None
-
-
-def cudnn_sdpa_executor():
-    """The Thunder executor (made once, registered with Thunder by its name,
-    ``eqsat_cudnn_sdpa``). Imports Thunder."""
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        from .cudnn_attention_executor import make_executor  # deferred: imports Thunder
-
-        _EXECUTOR = make_executor()
-    return _EXECUTOR
