@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+# this folder holds bench/thunder.py: with it on the path, `import thunder` is not Lightning Thunder
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
-from eqsat.thunder.cudnn_attention import backward_impl, forward_impl
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from eqsat.thunder.cudnn_attention import backward_impl, forward_impl  # noqa: E402
 
 
 def thunder_mem_efficient(q, k, v, mask, g):

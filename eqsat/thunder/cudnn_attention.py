@@ -38,9 +38,8 @@ def additive_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor
     its False -inf; a floating mask is itself, in ``dtype``."""
     if mask is None:
         return None
-    if mask.dtype == torch.bool:
-        zero = torch.zeros((), dtype=dtype, device=mask.device)
-        return torch.where(mask, zero, torch.tensor(-math.inf, dtype=dtype, device=mask.device))
+    if mask.dtype == torch.bool:  # made on the device: no copy from the host, no synchronization
+        return torch.full(mask.shape, -math.inf, dtype=dtype, device=mask.device).masked_fill_(mask, 0.0)
     return mask.to(dtype)
 
 
