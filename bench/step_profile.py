@@ -69,15 +69,15 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 # torch.profiler leaves CUPTI attached after it stops unless Kineto tears it down (bench/gpu_timing.py)
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
-VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs)
-    "eager": ("eager", False, False, False),
-    "compile": ("torch.compile", False, False, False),
-    "compile-ro": ("torch.compile reduce-overhead", False, False, True),
-    "thunder": ("Thunder", True, False, False),
-    "thunder-eqsat": ("Thunder+eqsat", True, True, False),
-    "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False),
-    "thunder-cg": ("Thunder CUDA graphs", True, False, True),
-    "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True),
+VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, attention on cuDNN)
+    "eager": ("eager", False, False, False, False),
+    "compile": ("torch.compile", False, False, False, False),
+    "compile-ro": ("torch.compile reduce-overhead", False, False, True, False),
+    "thunder": ("Thunder", True, False, False, False),
+    "thunder-eqsat": ("Thunder+eqsat", True, True, False, False),
+    "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False, True),
+    "thunder-cg": ("Thunder CUDA graphs", True, False, True, False),
+    "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, False),
 }
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
 DEFAULT_MODELS = (
@@ -202,7 +202,7 @@ def build(key: str, model, how: str | None):
         counters.clear()
     except Exception:  # counters moved: the Dynamo fields stay empty
         pass
-    eqsat_on, graphs = VARIANTS[key][2:]
+    eqsat_on, graphs, cudnn_attention = VARIANTS[key][2:]
     if key == "eager":
         return model, None, None
     if key == "compile":
@@ -222,7 +222,7 @@ def build(key: str, model, how: str | None):
 
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     options = {"transforms": transforms}
-    if key.endswith("-attn"):  # attention on cuDNN (eqsat.thunder.cudnn_attention) before Thunder's own
+    if cudnn_attention:  # eqsat.thunder.cudnn_attention's executor before Thunder's own
         from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
 
         options["executors"] = [cudnn_sdpa_executor(), *thunder.get_default_executors()]

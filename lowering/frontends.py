@@ -16,12 +16,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, complex))
 
 
-class Direct(Calls):
-    """nvfuser_direct: ``define_vector`` values as python lists of their entries (it has no
-    ``define_vector(list)``); the numbers it binds as a Val alone (``opspec.VAL_ONLY``: topk's
-    k, scatter's scalar src) defined as scalars first."""
+class _ScalarOperands(Calls):
+    """A frontend that binds the Python numbers in some argument places (``places``) only as
+    scalars: each is defined with ``fd.define_scalar`` first."""
 
-    places = VAL_ONLY
+    places: frozenset = frozenset()
 
     def adapt(self, node: Node, fd: Any, scalars: dict[int, Any]) -> Node:
         if node.opaque or node.op.startswith("define_"):
@@ -34,11 +33,19 @@ class Direct(Calls):
                 changes[k] = Ref(key)
         return node.with_args(**changes) if changes else node
 
+
+class Direct(_ScalarOperands):
+    """nvfuser_direct: ``define_vector`` values as python lists of their entries (it has no
+    ``define_vector(list)``); the numbers it binds as a Val alone (``opspec.VAL_ONLY``: topk's
+    k, scatter's scalar src) defined as scalars first."""
+
+    places = VAL_ONLY
+
     def call(self, node: Node, fd: Any, args: list, fusion: Fusion) -> Any:
         return list(args[0]) if node.op == "define_vector" else GENERIC
 
 
-class Classic(Direct):
+class Classic(_ScalarOperands):
     """The classic frontend: its ops take no Python numbers as operands (each is defined with
     ``fd.define_scalar`` first); an empty ``stride_order`` (a row-major copy) is a ``set``;
     ``clamp`` as nvFuser defines it (:meth:`clamp`)."""
