@@ -5,6 +5,9 @@
   every head and made contiguous, then memory-efficient attention, forward and backward);
 - ``eqsat-cudnn``: ``eqsat.thunder.cudnn_attention``'s forward and backward (cuDNN, the mask as
   an additive bias, broadcast);
+- ``eqsat-cudnn-causal``: the same executor given the mask marked causal
+  (``eqsat.thunder.causal_masks``), as eqsat's region hook marks the mask a Thunder region
+  makes: cuDNN with ``is_causal`` and no mask;
 - ``torch-sdpa``: ``F.scaled_dot_product_attention`` with the mask, torch choosing the backend;
 - ``flash-causal``: flash attention with ``is_causal=True`` and no mask (a lower bound).
 
@@ -31,6 +34,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
+from eqsat.thunder.causal_masks import is_causal_pattern, mark  # noqa: E402
 from eqsat.thunder.cudnn_attention import backward_impl, forward_impl  # noqa: E402
 
 
@@ -50,6 +54,20 @@ def thunder_mem_efficient(q, k, v, mask, g):
 def eqsat_cudnn(q, k, v, mask, g):
     out, lse, seed, offset = forward_impl(q, k, v, mask, 0.0, False, None)
     return out, backward_impl(g, q, k, v, mask, out, lse, seed, offset, 0.0, False, None)
+
+
+_MARKED: dict = {}
+
+
+def eqsat_cudnn_causal(q, k, v, mask, g):
+    """eqsat's executor given the mask marked causal, as the region hook marks the mask Thunder's
+    region makes (a marked copy, made once: the other paths get the mask unmarked)."""
+    if id(mask) not in _MARKED:
+        marked = mask.clone()
+        assert is_causal_pattern(marked)
+        mark(marked)
+        _MARKED[id(mask)] = marked
+    return eqsat_cudnn(q, k, v, _MARKED[id(mask)], g)
 
 
 def _autograd(fn):
@@ -73,6 +91,7 @@ def _flash(q, k, v, mask):
 PATHS = {
     "thunder-mem-efficient": thunder_mem_efficient,
     "eqsat-cudnn": eqsat_cudnn,
+    "eqsat-cudnn-causal": eqsat_cudnn_causal,
     "torch-sdpa": torch_sdpa,
     "flash-causal": _autograd(_flash),
 }

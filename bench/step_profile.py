@@ -3,13 +3,16 @@ variant, side by side in one run on one GPU.
 
 Variants (``--variants``, keys in brackets): eager [eager], torch.compile [compile],
 torch.compile mode="reduce-overhead" [compile-ro], Thunder [thunder], Thunder + eqsat
-[thunder-eqsat] (``eqsat.thunder.Optimize``), and both Thunders under Thunder's CUDA graphs
+[thunder-eqsat] (``eqsat.thunder.Optimize``), Thunder with eqsat's cuDNN attention executor
+listed first [thunder-attn], the same with ``Optimize`` [thunder-eqsat-attn] (whose region hooks
+mark the causal masks the executor then runs as ``is_causal``), and both Thunders under Thunder's CUDA graphs
 [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
 eqsat's ``Optimize``, which must see the nvFuser regions before they are regrouped). The models
 are bench/thunder.py's (imported, not copied): transformers' models with random weights at
-``--layers`` layers (dropout 0, sdpa attention) and the ``fp8_current`` blocks; Thunder takes the
+``--layers`` layers (dropout 0, sdpa attention, ``use_cache=False`` as in training unless
+``--kv-cache``) and the ``fp8_current`` blocks; Thunder takes the
 way bench/thunder.py takes (transformers' models through torch.compile with Thunder as its
 backend, the plain-torch blocks through ``thunder.jit``), and its other variants follow it.
 
@@ -75,6 +78,7 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, attention on cu
     "compile-ro": ("torch.compile reduce-overhead", False, False, True, False),
     "thunder": ("Thunder", True, False, False, False),
     "thunder-eqsat": ("Thunder+eqsat", True, True, False, False),
+    "thunder-attn": ("Thunder, cuDNN attention", True, False, False, True),
     "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False, True),
     "thunder-cg": ("Thunder CUDA graphs", True, False, True, False),
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, False),
@@ -441,10 +445,13 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
                 return loss
 
             torch.cuda.synchronize()
+            calls = _attention_calls()
             clock = time.perf_counter()
             loss = float(step().detach())
             torch.cuda.synchronize()
             row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
+            if VARIANTS[key][4]:  # how eqsat's cuDNN attention ran in the first step
+                row["attention_calls"] = dict(_attention_calls() - calls)
             if opt is not None:
                 s = opt.report.summary()
                 row["eqsat"] = {
@@ -500,6 +507,12 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
             fn = opt = backend = step = model = None
             free()
     return {"error": "; ".join(errors)}
+
+
+def _attention_calls() -> Counter:
+    """eqsat's cuDNN attention forward calls so far, by how they ran (causal, masked, no mask)."""
+    module = sys.modules.get("eqsat.thunder.cudnn_attention")
+    return Counter(module.CALLS) if module is not None else Counter()
 
 
 def write_json(path: str, doc: dict) -> None:
@@ -568,6 +581,7 @@ def measure(args) -> int:
             seq=c["seq"],
             layers=c["layers"] or args.layers,
             fp8_blocks=c["fp8_blocks"] or args.fp8_blocks,
+            use_cache=args.kv_cache,
         )
         base = loss_fn = None
         try:
@@ -782,6 +796,11 @@ def parse_args(argv):
     )
     p.add_argument(
         "--fp8-blocks", type=int, default=4, help="blocks of the fp8_current models (default %(default)s)"
+    )
+    p.add_argument(
+        "--kv-cache",
+        action="store_true",
+        help="let transformers' models make their KV cache in the step (a training step makes none)",
     )
     p.add_argument("--runs", type=int, default=15, help="steady-state steps timed (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3)

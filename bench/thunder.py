@@ -169,7 +169,8 @@ def make(name: str, args):
             setattr(config, k, args.seq)
     model = getattr(transformers, model_cls)(config).to("cuda", torch.bfloat16)
     ids = torch.randint(0, config.vocab_size, (args.batch, args.seq), device="cuda")
-    return model, lambda mm: mm(input_ids=ids, labels=ids).loss
+    extra = {} if getattr(args, "use_cache", None) is None else {"use_cache": args.use_cache}
+    return model, lambda mm: mm(input_ids=ids, labels=ids, **extra).loss
 
 
 def build(variant: str, model, how, args):

@@ -20,17 +20,26 @@ Query, key and value must have the same heads and one head size, a multiple of 8
 differentiated. Every other call is left to Thunder's own executors. A boolean mask becomes
 the additive bias cuDNN takes (:func:`additive_bias`: 0 where True, -inf where False), as
 torch's ``scaled_dot_product_attention`` makes it.
+
+A mask known to be causal (:mod:`eqsat.thunder.causal_masks`: computed in an nvFuser region
+from no input, and checked at that region's first call) runs as ``is_causal`` with no mask
+where the scores are square (:func:`mask_arguments`). ``CALLS`` counts the forward calls by how
+they ran: "causal" (a known causal mask), "masked", "no mask".
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import torch
 
+from .causal_masks import is_marked
+
 MIN_CAPABILITY = (9, 0)  # cuDNN's fused attention kernels that torch takes on Hopper and later
 MAX_HEAD = 128
+CALLS: Counter = Counter()  # forward calls by how they ran: "causal", "masked", "no mask"
 
 
 def additive_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -79,6 +88,21 @@ def cudnn_takes(
     return None
 
 
+def mask_arguments(attn_mask: Any, is_causal: bool, query: Any, key: Any) -> tuple[Any, bool]:
+    """The mask and ``is_causal`` cuDNN's attention is called with: a mask known causal
+    (:func:`eqsat.thunder.causal_masks.is_marked`) whose last two dims are the scores' (the
+    query's and the key's sequence, equal) becomes no mask and ``is_causal=True``; anything
+    else is passed as it is."""
+    if (
+        attn_mask is not None
+        and not is_causal
+        and query.shape[2] == key.shape[2] == attn_mask.shape[-1] == attn_mask.shape[-2]
+        and is_marked(attn_mask)
+    ):
+        return None, True
+    return attn_mask, is_causal
+
+
 def _half_precision(dtype: Any) -> bool:
     return str(dtype).rsplit(".", 1)[-1] in ("bfloat16", "float16")
 
@@ -103,6 +127,8 @@ def _bias_for(attn_mask: torch.Tensor | None, query: torch.Tensor, key: torch.Te
 
 def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """(output, logsumexp, philox seed, philox offset) of cuDNN's attention."""
+    attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
+    CALLS["causal" if attn_mask is None and is_causal else "no mask" if attn_mask is None else "masked"] += 1
     out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
         _contiguous_last(query),
         _contiguous_last(key),
@@ -121,6 +147,7 @@ def backward_impl(
     grad_out, query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale
 ):
     """The gradients of query, key and value from cuDNN's attention backward."""
+    attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
     grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
         grad_out.contiguous(),
         _contiguous_last(query),

@@ -25,10 +25,12 @@ from typing import Any, Callable
 import torch
 
 from eqsat.frontend.ingest import ingest
+from eqsat.ir.call_invariant import call_invariant_outputs
 from eqsat.ir.fusion import Fusion
 from eqsat.pipeline.driver import OptimizedFusion, optimize
 from eqsat.reference.devices import fresh_copies
 
+from .causal_masks import is_causal_pattern, mark
 from .options import Options
 from .report import RegionRecord, ThunderReport, describe_error
 
@@ -105,6 +107,27 @@ class _Entry:
     fd: Any  # eqsat's definition to run; None: Thunder's wrapper runs
     device: Any  # Thunder's definition's _selected_device (set by factory ops)
     record: RegionRecord
+    to_check: tuple[int, ...] = ()  # call-invariant outputs, compared with a causal mask at the first call
+    causal: tuple[int, ...] = ()  # outputs found causal masks: marked at every call
+
+
+def _outputs(result: Any) -> tuple:
+    return (result,) if isinstance(result, torch.Tensor) else tuple(result)
+
+
+def mark_causal_masks(entry: _Entry, result: Any) -> Any:
+    """At the first call, which of the call-invariant outputs are causal masks
+    (:func:`eqsat.thunder.causal_masks.is_causal_pattern`); at every call, those outputs
+    marked (``causal_masks.mark``). Returns ``result``."""
+    if entry.to_check:
+        outputs = _outputs(result)
+        entry.causal = tuple(i for i in entry.to_check if i < len(outputs) and is_causal_pattern(outputs[i]))
+        entry.to_check = ()
+    if entry.causal:
+        outputs = _outputs(result)
+        for i in entry.causal:
+            mark(outputs[i])
+    return result
 
 
 class RegionHook:
@@ -114,6 +137,10 @@ class RegionHook:
     definition); its ``execute`` is called as Thunder calls its own definition's. Other
     attributes (``get_fd``, ``cache_info``, ...) are the wrapper's; ``last_used`` is the
     definition that ran last.
+
+    Whatever runs, the region's outputs that are causal attention masks are marked at each call
+    (:func:`mark_causal_masks`, :mod:`eqsat.thunder.causal_masks`), for eqsat's cuDNN attention
+    executor to run them as ``is_causal``.
 
     Per call it costs the input signature and a dict lookup (about 3.5 us for ten tensors on
     a CPU core) over Thunder's own call where it runs Thunder's definition; where it runs
@@ -147,20 +174,24 @@ class RegionHook:
     def __call__(self, *args):
         key = signature(args)
         entry = None if key is None else self._entries.get(key) or self._prepare(key, args)
-        if entry is None or entry.fd is None:
+        if entry is None:
             self._last_used = None
             return self.thunder(*args)
+        if entry.fd is None:
+            self._last_used = None
+            return mark_causal_masks(entry, self.thunder(*args))
         self._last_used = entry.fd
         if self._store_inputs:  # Thunder's repro tools read the wrapper's
             self.thunder.last_inputs = args
         try:
-            return entry.fd.execute(
+            result = entry.fd.execute(
                 args, device=entry.device, _enable_options=self._enable, _disable_options=self._disable
             )
         except Exception as err:  # nvFuser's errors have no common type; Thunder's definition runs instead
             self._fall_back(entry, err)
             self._last_used = None
-            return self.thunder(*args)
+            result = self.thunder(*args)
+        return mark_causal_masks(entry, result)
 
     @property
     def last_used(self) -> Any:
@@ -184,9 +215,11 @@ class RegionHook:
             thunder_fd = self.thunder.get_fd(descriptors)  # Thunder's own definition (and its cache)
             inputs = describe_inputs(args)
             record = RegionRecord(self.name, self.trace, self.ops, inputs)
-            fd = None
+            fd, to_check = None, ()
             try:
-                optimized = self._optimize(descriptors, thunder_fd, args)
+                fusion = self._read(descriptors, thunder_fd)
+                to_check = call_invariant_outputs(fusion)
+                optimized = self._optimize(descriptors, fusion, args)
                 record = RegionRecord.of(self.name, self.trace, self.ops, inputs, optimized.report)
                 if optimized.report.changed:
                     fd = self.compile(optimized, thunder_fd)
@@ -194,18 +227,22 @@ class RegionHook:
                 fd = None
                 record.fell_back(err)
                 self._warn(err)
-            entry = _Entry(fd, getattr(thunder_fd, "_selected_device", None), record)
+            entry = _Entry(fd, getattr(thunder_fd, "_selected_device", None), record, to_check)
             self._entries[key] = entry
             self.report.add(record)
             return entry
 
-    def _optimize(self, descriptors: Any, thunder_fd: Any, args: tuple) -> OptimizedFusion:
-        """Thunder's definition optimized for ``args``: once per definition (Thunder makes one
-        per input descriptors), then per shape through ``for_inputs``."""
+    def _read(self, descriptors: Any, thunder_fd: Any) -> Fusion:
+        """Thunder's definition in eqsat's IR (read once per definition)."""
+        optimized = self._optimized.get(descriptors)
+        return optimized.original if optimized is not None else ingest(thunder_fd)
+
+    def _optimize(self, descriptors: Any, fusion: Fusion, args: tuple) -> OptimizedFusion:
+        """Thunder's definition (``fusion``) optimized for ``args``: once per definition
+        (Thunder makes one per input descriptors), then per shape through ``for_inputs``."""
         optimized = self._optimized.get(descriptors)
         if optimized is not None:
             return optimized.for_inputs(self._inputs(optimized.original, args))
-        fusion = ingest(thunder_fd)
         optimized = optimize(fusion, self._inputs(fusion, args), self.options)
         self._optimized[descriptors] = optimized
         return optimized
