@@ -1,0 +1,96 @@
+"""eqsat's cuDNN attention executor in a Thunder training step (marker ``gpu``: Hopper or
+later, Thunder 0.2.6, nvFuser 0.2.35; skipped elsewhere with the reason).
+
+One step of a small transformers Llama (bf16, GQA, transformers' boolean causal mask), against
+the same step of a float32 copy in eager PyTorch: with the executor alone, attention runs with
+the mask; with eqsat's ``Optimize`` too, the region hook marks the mask Thunder's region makes
+from ``iota`` and the executor runs it causal (``eqsat.thunder.causal_masks``). Both must match
+eager's loss and gradients."""
+
+import copy
+
+import pytest
+import torch
+
+try:
+    import eqsat.thunder as et
+except ImportError as err:  # Thunder installed but unusable here: the reason
+    pytest.skip(str(err), allow_module_level=True)
+
+BATCH, SEQ, VOCAB = 2, 64, 512
+LOSS_RTOL, GRAD_RTOL, GRAD_FLOOR = 1e-2, 0.05, 0.01
+
+
+def _setup():
+    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6")
+    transformers = pytest.importorskip("transformers", reason="needs transformers for its Llama")
+    if not hasattr(et, "Optimize"):
+        pytest.skip("eqsat.thunder did not import Thunder")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs a GPU of compute capability 9.0 or more (cuDNN's fused attention)")
+    from thunder.executors.nvfuserex import nvfuserex
+
+    if nvfuserex is None:
+        pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
+    return thunder, transformers
+
+
+def _model(transformers):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=SEQ,
+    )
+    config._attn_implementation = "sdpa"
+    model = transformers.LlamaForCausalLM(config).to("cuda", torch.bfloat16)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), device="cuda")
+    return model, lambda m: m(input_ids=ids, labels=ids, use_cache=False).loss
+
+
+def _step(model, loss_fn):
+    loss = loss_fn(model)
+    loss.backward()
+    return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _off(loss, grads, want_loss, want_grads) -> dict:
+    off = {}
+    if not abs(loss - want_loss) <= LOSS_RTOL * abs(want_loss):
+        off["loss"] = f"{loss} against eager's {want_loss}"
+    total = sum(int(e.numel()) for e in want_grads.values())
+    rms = (sum(float(e.pow(2).sum()) for e in want_grads.values()) / total) ** 0.5
+    for name, e in want_grads.items():
+        g = grads.get(name)
+        allowed = GRAD_RTOL * float(e.norm()) + GRAD_FLOOR * rms * e.numel() ** 0.5
+        if g is None or not float((g - e).norm()) <= allowed:
+            off[name] = (
+                "missing" if g is None else f"|difference| {float((g - e).norm()):.3g} > {allowed:.3g}"
+            )
+    return off
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_eqsat, ran", [(False, "masked"), (True, "causal")])
+def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_the_mask(with_eqsat, ran):
+    thunder, transformers = _setup()
+    from thunder.dynamo import ThunderCompiler
+
+    from eqsat.thunder.cudnn_attention import CALLS
+    from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
+
+    model, loss_fn = _model(transformers)
+    want_loss, want_grads = _step(copy.deepcopy(model).float(), loss_fn)
+    transforms = [et.Optimize()] if with_eqsat else []
+    executors = [cudnn_sdpa_executor(), *thunder.get_default_executors()]
+    torch._dynamo.reset()
+    CALLS.clear()
+    compiled = torch.compile(model, backend=ThunderCompiler(transforms=transforms, executors=executors))
+    loss, grads = _step(compiled, loss_fn)
+    torch.cuda.synchronize()
+    assert dict(CALLS) == {ran: 2}, dict(CALLS)  # both layers' attention, forward
+    assert _off(loss, grads, want_loss, want_grads) == {}
