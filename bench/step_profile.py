@@ -35,7 +35,10 @@ A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
   nvFuser's regions; ``split_reasons``: what Thunder left to Inductor);
 - ``peak_mem_gib``: ``torch.cuda.max_memory_allocated`` over one step (``mem_before_gib``: what
   was allocated before it);
-- the loss, and whether it is within 2% of eager's; for Thunder + eqsat, eqsat's report summary;
+- the loss, and whether it is within 2% of eager's; for Thunder + eqsat, eqsat's report summary
+  and per nvFuser region the cost model's segments (kernels), bytes, device and host time of
+  Thunder's definition (``eqsat.per_region``); with eqsat's cuDNN attention, how its forward
+  calls ran in the first step (``attention_calls``: causal, masked, no mask);
   for the torch.compile ways, Dynamo's graphs and graph breaks.
 
 An error of one row is recorded in it and the run goes on; memory is freed between rows. The
@@ -89,6 +92,19 @@ DEFAULT_MODELS = (
     "phi3@4x1024,llama@4x1024,qwen2@4x1024"
 )
 LOSS_RTOL = 2e-2
+REGION_FIELDS = (  # per nvFuser region, from eqsat's report: the cost model's figures of Thunder's definition
+    "trace",
+    "region",
+    "inputs",
+    "status",
+    "kernels_before",
+    "bytes_before",
+    "device_before_us",
+    "host_before_us",
+    "predicted_before_us",
+    "predicted_after_us",
+    "causal_masks",
+)
 GIB = float(1 << 30)
 
 
@@ -459,6 +475,7 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
                     "rewritten": s["rewritten"],
                     "fell_back": s["fell_back"],
                     "eqsat_s": sum(r.get("optimizer_s") or 0.0 for r in s["records"]),
+                    "per_region": [{k: r.get(k) for k in REGION_FIELDS} for r in s["records"]],
                 }
             if VARIANTS[key][1]:
                 try:

@@ -194,6 +194,8 @@ def test_the_hook_marks_a_call_invariant_causal_mask_at_every_call():
         mask, floats = h(torch.ones(2, 6, dtype=torch.bool))
         assert is_marked(mask) and not is_marked(floats)
     assert h.thunder.calls == 3
+    (record,) = h.report.regions
+    assert record.causal_masks == (0,) and "causal masks: outputs 0" in str(record)
 
 
 def test_the_hook_never_marks_a_mask_made_from_an_input_even_when_it_is_causal():

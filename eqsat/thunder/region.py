@@ -122,6 +122,7 @@ def mark_causal_masks(entry: _Entry, result: Any) -> Any:
     if entry.to_check:
         outputs = _outputs(result)
         entry.causal = tuple(i for i in entry.to_check if i < len(outputs) and is_causal_pattern(outputs[i]))
+        entry.record.causal_masks = entry.causal
         entry.to_check = ()
     if entry.causal:
         outputs = _outputs(result)

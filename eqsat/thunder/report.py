@@ -23,6 +23,10 @@ class RegionRecord:
     timed on the GPU under ``verify="gpu"`` (None otherwise, or where nothing was timed).
     ``error``: why eqsat's definition is not used where eqsat failed (the region then runs as
     Thunder built it, with a warning naming it); None where it did not fail.
+    ``bytes_before``, ``device_before_us``, ``host_before_us``: the cost model's bytes moved,
+    kernel time and host time of Thunder's definition (None where it gave none).
+    ``causal_masks``: the outputs found to be causal attention masks at the first call
+    (:mod:`eqsat.thunder.causal_masks`), by position.
     A record is updated in place if eqsat's definition fails later, at a call."""
 
     region: str
@@ -40,6 +44,10 @@ class RegionRecord:
     optimizer_s: float | None = None
     notes: tuple[str, ...] = ()
     error: str | None = None
+    bytes_before: int | None = None
+    device_before_us: float | None = None
+    host_before_us: float | None = None
+    causal_masks: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, region: str, trace: str, ops: str, inputs: str, report: Report) -> "RegionRecord":
@@ -66,6 +74,9 @@ class RegionRecord:
             measured_after,
             report.seconds,
             tuple(report.notes),
+            bytes_before=report.before.bytes if report.estimated else None,
+            device_before_us=report.before.device_us if report.estimated else None,
+            host_before_us=report.before.host_us if report.estimated else None,
         )
 
     def fell_back(self, error: BaseException) -> None:
@@ -112,6 +123,8 @@ class RegionRecord:
                 parts.append(_times("measured", self.measured_before_us, self.measured_after_us))
             if self.rules:
                 parts.append("rules: " + ", ".join(self.rules))
+        if self.causal_masks:
+            parts.append("causal masks: outputs " + ", ".join(map(str, self.causal_masks)))
         if self.inputs:
             parts.append(f"inputs: {self.inputs}")
         return "  ".join(p for p in parts if p)
