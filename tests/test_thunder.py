@@ -636,6 +636,8 @@ def test_without_thunder_optimize_is_an_import_error():
         pytest.skip("Thunder is installed here: eqsat.thunder.Optimize is its transform")
     with pytest.raises(ImportError, match=r"Lightning Thunder 0\.2\.6"):
         et.Optimize
+    with pytest.raises(ImportError, match=r"Lightning Thunder 0\.2\.6"):
+        et.executors
     with pytest.raises(AttributeError):
         et.no_such_name
 

@@ -3,7 +3,8 @@ optimized by eqsat before nvFuser compiles it.
 
     import thunder, eqsat.thunder
     opt = eqsat.thunder.Optimize()                 # or Optimize(verify="gpu"): never slower, as timed
-    jmodel = thunder.jit(model, transforms=[opt])
+    jmodel = thunder.jit(model, transforms=[opt])  # add executors=eqsat.thunder.executors()
+                                                   # for attention on cuDNN (docs/thunder.md)
     loss = jmodel(x).loss; loss.backward()
     print(opt.report)                              # per region: rewritten or not, rules, predicted
                                                    # (and under verify="gpu" measured) times
@@ -54,6 +55,7 @@ __all__ = [
     "TORCH_MIN",
     "ThunderReport",
     "UnsupportedVersion",
+    "executors",
 ]
 
 if thunder_installed():
@@ -62,12 +64,13 @@ if thunder_installed():
     # versions are checked; whatever fails, the error names the versions found and needed.
     try:
         check_before_import(str(torch.__version__))
+        from .cudnn_attention_executor import executors
         from .transform import Optimize
     except Exception as err:  # Thunder's import may raise anything (torch 2.13: AttributeError)
         raise unusable(err, str(torch.__version__)) from err
 else:
 
     def __getattr__(name: str):
-        if name == "Optimize":
+        if name in ("Optimize", "executors"):
             check_thunder(None)  # raises UnsupportedVersion: Thunder is not installed
         raise AttributeError(f"module 'eqsat.thunder' has no attribute {name!r}")
