@@ -11,9 +11,10 @@ mark the causal masks the executor then runs as ``is_causal``), and both Thunder
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
 eqsat's ``Optimize``, which must see the nvFuser regions before they are regrouped). The models
 are bench/thunder.py's (imported, not copied): transformers' models with random weights at
-``--layers`` layers (dropout 0, sdpa attention, ``use_cache=False`` as in training unless
-``--kv-cache``) and the ``fp8_current`` blocks; Thunder takes the
-way bench/thunder.py takes (transformers' models through torch.compile with Thunder as its
+``--layers`` layers (dropout 0, sdpa attention; ``--no-kv-cache`` calls them with
+``use_cache=False``, on which Thunder 0.2.6 through Dynamo failed for Phi-3 and Llama on an
+H100: an Inductor piece asserts a contiguous stride where Thunder hands it an expanded
+tensor) and the ``fp8_current`` blocks; Thunder takes the way bench/thunder.py takes (transformers' models through torch.compile with Thunder as its
 backend, the plain-torch blocks through ``thunder.jit``), and its other variants follow it.
 
 A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
@@ -37,8 +38,8 @@ A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
   was allocated before it);
 - the loss, and whether it is within 2% of eager's; for Thunder + eqsat, eqsat's report summary
   and per nvFuser region the cost model's segments (kernels), bytes, device and host time of
-  Thunder's definition (``eqsat.per_region``); with eqsat's cuDNN attention, how its forward
-  calls ran in the first step (``attention_calls``: causal, masked, no mask);
+  Thunder's definition (``eqsat.per_region``); with eqsat's cuDNN attention, how its calls
+  ran in the first step (``attention_calls``: "forward causal", "backward masked", ...);
   for the torch.compile ways, Dynamo's graphs and graph breaks.
 
 An error of one row is recorded in it and the run goes on; memory is freed between rows. The
@@ -527,7 +528,7 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
 
 
 def _attention_calls() -> Counter:
-    """eqsat's cuDNN attention forward calls so far, by how they ran (causal, masked, no mask)."""
+    """eqsat's cuDNN attention calls so far, by pass and how they ran ("forward causal", ...)."""
     module = sys.modules.get("eqsat.thunder.cudnn_attention")
     return Counter(module.CALLS) if module is not None else Counter()
 
@@ -598,7 +599,7 @@ def measure(args) -> int:
             seq=c["seq"],
             layers=c["layers"] or args.layers,
             fp8_blocks=c["fp8_blocks"] or args.fp8_blocks,
-            use_cache=args.kv_cache,
+            use_cache=False if args.no_kv_cache else None,
         )
         base = loss_fn = None
         try:
@@ -815,9 +816,9 @@ def parse_args(argv):
         "--fp8-blocks", type=int, default=4, help="blocks of the fp8_current models (default %(default)s)"
     )
     p.add_argument(
-        "--kv-cache",
+        "--no-kv-cache",
         action="store_true",
-        help="let transformers' models make their KV cache in the step (a training step makes none)",
+        help="call transformers' models with use_cache=False (Thunder 0.2.6 then fails on Phi-3 and Llama)",
     )
     p.add_argument("--runs", type=int, default=15, help="steady-state steps timed (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3)

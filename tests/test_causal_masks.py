@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import eqsat
 from eqsat.ir.call_invariant import call_invariant_outputs
 from eqsat.thunder import Options, RegionHook, ThunderReport
-from eqsat.thunder.causal_masks import is_causal_pattern, is_marked, mark
+from eqsat.thunder.causal_masks import is_causal_pattern, is_marked, live_marks, mark
 from eqsat.thunder.cudnn_attention import mask_arguments
 
 HEADER = "import torch\nfrom nvfuser_direct import FusionDefinition, DataType\n\n"
@@ -114,12 +114,54 @@ def test_a_mark_holds_until_the_mask_is_written_and_for_its_top_left_corner():
     mark(mask)
     assert is_marked(mask)
     assert is_marked(mask[:, :, :8, :8]) and is_marked(mask[:1, :, :5, :5])
+    assert is_marked(mask.detach())  # an alias sharing the version counter
     assert not is_marked(mask[:, :, 1:, 1:])  # another corner: not offset 0
     assert not is_marked(mask[:, :, :5, :4])  # not square
     assert not is_marked(mask.transpose(-1, -2))  # the upper triangle
-    assert not is_marked(mask.clone()) and not is_marked(None)
-    mask[0, 0, 0, 7] = True  # written in place: the mark no longer holds
-    assert not is_marked(mask) and not is_marked(mask[:, :, :4, :4])
+    assert not is_marked(mask.clone()) and not is_marked(None) and not is_marked(mask.float())
+    alias = mask.detach()
+    alias[0, 0, 0, 7] = True  # written through the alias: the mark no longer holds for either
+    assert not is_marked(mask) and not is_marked(alias) and not is_marked(mask[:, :, :4, :4])
+
+
+def test_a_mark_goes_with_its_storage():
+    for _ in range(50):
+        mask = causal(4).contiguous()
+        mark(mask)
+        assert is_marked(mask)
+    del mask
+    mark(causal(4).contiguous())
+    assert live_marks() <= 2  # the freed masks' marks are dropped
+
+
+class SavesDetached(torch.autograd.Function):
+    """Saves the mask for the backward as Thunder's ThunderFunction does: a detach()-ed alias
+    (thunder/executors/torch_autograd.py); the backward records whether it is still marked."""
+
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.save_for_backward(mask.detach())
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (saved,) = ctx.saved_tensors
+        SavesDetached.seen.append(is_marked(saved))
+        return grad * 2, None
+
+
+def test_the_backward_finds_the_mark_of_the_mask_the_forward_saved():
+    x = torch.randn(3, requires_grad=True)
+    mask = causal(6).expand(2, 1, 6, 6)
+    mark(mask)
+    SavesDetached.seen = []
+    SavesDetached.apply(x, mask).sum().backward()
+    assert SavesDetached.seen == [True]
+    unmarked = causal(6).expand(2, 1, 6, 6)
+    SavesDetached.apply(x, unmarked).sum().backward()
+    assert SavesDetached.seen == [True, False]
 
 
 # ---------------------------------------------------------------------------------------------

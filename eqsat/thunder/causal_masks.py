@@ -20,17 +20,27 @@ How a mask becomes known causal, exactly:
 4. eqsat's cuDNN attention executor runs a marked mask over square scores as ``is_causal``
    with no mask (:func:`eqsat.thunder.cudnn_attention.mask_arguments`).
 
-A mark is an attribute of the tensor holding the tensor's version counter, so a mask written
-in place after it was marked is no longer marked. A view of a marked mask is marked where it is
-its top-left square corner with the same strides (``mask[..., :n, :n]``), which is itself the
-lower triangle. Any other mask runs as a mask.
+A mark names the mask's storage (a weak reference: the mark goes when the storage is freed),
+its layout (offset, shape, strides, dtype) and its version counter at the time. A tensor is
+marked where it views a marked storage with that layout and that version: the mask itself, or
+an alias of it that shares its version counter. Thunder saves the forward's tensors for the
+backward as ``detach()``-ed aliases (``thunder/executors/torch_autograd.py``), so the backward's
+attention finds the forward's mark. A write through the mask or such an alias bumps the version
+and the mark no longer holds. (A write through an alias with a counter of its own, as
+``tensor.data`` makes, is not seen; Thunder's traces write into no region output.) A view that
+is the marked mask's top-left square corner with the same strides (``mask[..., :n, :n]``) is
+itself the lower triangle, and is marked too. Any other mask runs as a mask.
 """
 
 from __future__ import annotations
 
-import torch
+import threading
 
-_MARK = "_eqsat_causal_version"
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+_MARKS: dict[StorageWeakRef, list[tuple]] = {}  # per live storage: (offset, shape, strides, dtype, version)
+_LOCK = threading.Lock()
 
 
 def is_causal_pattern(mask: torch.Tensor) -> bool:
@@ -46,27 +56,46 @@ def is_causal_pattern(mask: torch.Tensor) -> bool:
     return bool(torch.equal(mask, lower.expand_as(mask)))
 
 
+def _layout(t: torch.Tensor) -> tuple:
+    return (t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t._version)
+
+
 def mark(mask: torch.Tensor) -> None:
-    """Record that ``mask``, as it is now, is a causal mask (:func:`is_causal_pattern`)."""
-    setattr(mask, _MARK, mask._version)
+    """Record that ``mask``, as it is now, is a causal mask (:func:`is_causal_pattern`). Marks
+    of freed storages are dropped here."""
+    ref = StorageWeakRef(mask.untyped_storage())
+    with _LOCK:
+        for gone in [r for r in _MARKS if r.expired()]:
+            del _MARKS[gone]
+        marks = _MARKS.setdefault(ref, [])
+        layout = _layout(mask)
+        if layout not in marks:
+            marks.append(layout)
+
+
+def live_marks() -> int:
+    """How many marks are held (those of storages not yet freed, and of freed ones until the
+    next :func:`mark`)."""
+    with _LOCK:
+        return sum(len(m) for m in _MARKS.values())
 
 
 def is_marked(mask) -> bool:
-    """Whether ``mask`` was marked causal and not written since, or is the top-left square
-    corner of such a mask, viewed with the same strides."""
-    if not isinstance(mask, torch.Tensor):
+    """Whether ``mask`` views a marked mask's storage with its layout and version (the mask,
+    or an alias sharing its version counter), or is the top-left square corner of one, viewed
+    with the same strides."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() < 2:
         return False
-    if getattr(mask, _MARK, None) == mask._version:
-        return True
-    base = mask._base
-    return base is not None and getattr(base, _MARK, None) == base._version and _top_left_square(mask, base)
-
-
-def _top_left_square(view: torch.Tensor, base: torch.Tensor) -> bool:
-    return (
-        view.dim() == base.dim()
-        and view.stride() == base.stride()
-        and view.storage_offset() == base.storage_offset()
-        and view.shape[-1] == view.shape[-2]
-        and all(v <= b for v, b in zip(view.shape, base.shape))
+    with _LOCK:
+        marks = _MARKS.get(StorageWeakRef(mask.untyped_storage()))
+        marks = list(marks) if marks else []
+    offset, shape, strides, dtype, version = _layout(mask)
+    return any(
+        (offset, strides, dtype, version) == (m_offset, m_strides, m_dtype, m_version)
+        and (shape == m_shape or _top_left_square(shape, m_shape))
+        for m_offset, m_shape, m_strides, m_dtype, m_version in marks
     )
+
+
+def _top_left_square(shape: tuple, marked: tuple) -> bool:
+    return len(shape) == len(marked) and shape[-1] == shape[-2] and all(v <= b for v, b in zip(shape, marked))

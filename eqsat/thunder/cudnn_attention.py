@@ -39,7 +39,7 @@ from .causal_masks import is_marked
 
 MIN_CAPABILITY = (9, 0)  # cuDNN's fused attention kernels that torch takes on Hopper and later
 MAX_HEAD = 128
-CALLS: Counter = Counter()  # forward calls by how they ran: "causal", "masked", "no mask"
+CALLS: Counter = Counter()  # calls by pass and how they ran: "forward causal", "backward masked", ...
 
 
 def additive_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -103,6 +103,10 @@ def mask_arguments(attn_mask: Any, is_causal: bool, query: Any, key: Any) -> tup
     return attn_mask, is_causal
 
 
+def _how(attn_mask: Any, is_causal: bool) -> str:
+    return "causal" if attn_mask is None and is_causal else "no mask" if attn_mask is None else "masked"
+
+
 def _half_precision(dtype: Any) -> bool:
     return str(dtype).rsplit(".", 1)[-1] in ("bfloat16", "float16")
 
@@ -128,7 +132,7 @@ def _bias_for(attn_mask: torch.Tensor | None, query: torch.Tensor, key: torch.Te
 def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """(output, logsumexp, philox seed, philox offset) of cuDNN's attention."""
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
-    CALLS["causal" if attn_mask is None and is_causal else "no mask" if attn_mask is None else "masked"] += 1
+    CALLS["forward " + _how(attn_mask, is_causal)] += 1
     out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
         _contiguous_last(query),
         _contiguous_last(key),
@@ -148,6 +152,7 @@ def backward_impl(
 ):
     """The gradients of query, key and value from cuDNN's attention backward."""
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
+    CALLS["backward " + _how(attn_mask, is_causal)] += 1
     grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
         grad_out.contiguous(),
         _contiguous_last(query),
