@@ -14,8 +14,9 @@ are bench/thunder.py's (imported, not copied): transformers' models with random 
 ``--layers`` layers (dropout 0, sdpa attention; ``--no-kv-cache`` calls them with
 ``use_cache=False``, on which Thunder 0.2.6 through Dynamo failed for Phi-3 and Llama on an
 H100: an Inductor piece asserts a contiguous stride where Thunder hands it an expanded
-tensor) and the ``fp8_current`` blocks; Thunder takes the way bench/thunder.py takes (transformers' models through torch.compile with Thunder as its
-backend, the plain-torch blocks through ``thunder.jit``), and its other variants follow it.
+tensor) and the ``fp8_current`` blocks. Thunder takes the way bench/thunder.py takes
+(transformers' models through torch.compile with Thunder as its backend, the plain-torch
+blocks through ``thunder.jit``), and its other variants follow it.
 
 A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
 - ``first_call_s``: the first step, compilation included (wall clock);
