@@ -23,8 +23,8 @@ torch's ``scaled_dot_product_attention`` makes it.
 
 A mask known to be causal (:mod:`eqsat.thunder.causal_masks`: computed in an nvFuser region
 from no input, and checked at that region's first call) runs as ``is_causal`` with no mask
-where the scores are square (:func:`mask_arguments`). ``CALLS`` counts the forward calls by how
-they ran: "causal" (a known causal mask), "masked", "no mask".
+where the scores are square (:func:`mask_arguments`). ``CALLS`` counts the calls by pass and by
+how they ran: "forward causal", "backward masked", ... ("causal", "masked", "no mask").
 """
 
 from __future__ import annotations

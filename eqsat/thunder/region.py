@@ -115,13 +115,20 @@ def _outputs(result: Any) -> tuple:
     return (result,) if isinstance(result, torch.Tensor) else tuple(result)
 
 
+def _is_causal(output: Any) -> bool:
+    try:
+        return is_causal_pattern(output)
+    except Exception:  # an output the check cannot read (a tensor subclass, ...): not marked
+        return False
+
+
 def mark_causal_masks(entry: _Entry, result: Any) -> Any:
     """At the first call, which of the call-invariant outputs are causal masks
     (:func:`eqsat.thunder.causal_masks.is_causal_pattern`); at every call, those outputs
     marked (``causal_masks.mark``). Returns ``result``."""
     if entry.to_check:
         outputs = _outputs(result)
-        entry.causal = tuple(i for i in entry.to_check if i < len(outputs) and is_causal_pattern(outputs[i]))
+        entry.causal = tuple(i for i in entry.to_check if i < len(outputs) and _is_causal(outputs[i]))
         entry.record.causal_masks = entry.causal
         entry.to_check = ()
     if entry.causal:
