@@ -245,9 +245,7 @@ def build(key: str, model, how: str | None):
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     options = {"transforms": transforms}
     if cudnn_attention:  # eqsat.thunder.cudnn_attention's executor before Thunder's own
-        from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
-
-        options["executors"] = [cudnn_sdpa_executor(), *thunder.get_default_executors()]
+        options["executors"] = eqsat.thunder.executors()
     if how == "jit":
         return thunder.jit(model, **options), opt, None
     from thunder.dynamo import ThunderCompiler
