@@ -81,12 +81,11 @@ def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_th
     from thunder.dynamo import ThunderCompiler
 
     from eqsat.thunder.cudnn_attention import CALLS
-    from eqsat.thunder.cudnn_attention_executor import cudnn_sdpa_executor
 
     model, loss_fn = _model(transformers)
     want_loss, want_grads = _step(copy.deepcopy(model).float(), loss_fn)
     transforms = [et.Optimize()] if with_eqsat else []
-    executors = [cudnn_sdpa_executor(), *thunder.get_default_executors()]
+    executors = et.executors()
     torch._dynamo.reset()
     CALLS.clear()
     compiled = torch.compile(model, backend=ThunderCompiler(transforms=transforms, executors=executors))
