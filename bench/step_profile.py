@@ -4,9 +4,9 @@ variant, side by side in one run on one GPU.
 Variants (``--variants``, keys in brackets): eager [eager], torch.compile [compile],
 torch.compile mode="reduce-overhead" [compile-ro], Thunder [thunder], Thunder + eqsat
 [thunder-eqsat] (``eqsat.thunder.Optimize``), Thunder with eqsat's cuDNN attention executor
-listed first [thunder-attn], the same with ``Optimize`` [thunder-eqsat-attn] (whose region hooks
-mark the causal masks the executor then runs as ``is_causal``), and both Thunders under Thunder's CUDA graphs
-[thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
+listed first [thunder-attn], the same with ``Optimize`` [thunder-eqsat-attn] (whose region
+hooks mark the causal masks the executor then runs as ``is_causal``), and both Thunders under
+Thunder's CUDA graphs [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
 eqsat's ``Optimize``, which must see the nvFuser regions before they are regrouped). The models
@@ -94,7 +94,8 @@ DEFAULT_MODELS = (
     "phi3@4x1024,llama@4x1024,qwen2@4x1024"
 )
 LOSS_RTOL = 2e-2
-REGION_FIELDS = (  # per nvFuser region, from eqsat's report: the cost model's figures of Thunder's definition
+# per nvFuser region, from eqsat's report: the cost model's figures of Thunder's definition
+REGION_FIELDS = (
     "trace",
     "region",
     "inputs",

@@ -15,6 +15,7 @@ from eqsat.ir.call_invariant import call_invariant_outputs
 from eqsat.thunder import Options, RegionHook, ThunderReport
 from eqsat.thunder.causal_masks import is_causal_pattern, is_marked, live_marks, mark
 from eqsat.thunder.cudnn_attention import mask_arguments
+from thunder_stand_in import FakeThunderRegion
 
 HEADER = "import torch\nfrom nvfuser_direct import FusionDefinition, DataType\n\n"
 
@@ -203,31 +204,13 @@ def test_attention_causal_equals_attention_with_the_regions_mask():
 # the region hook marks the region's causal masks at every call, and only those
 
 
-class MaskRegion:
-    """Stands for Thunder's FusionDefinitionWrapper of a region (tests/test_thunder.py's
-    FakeThunderRegion, reduced): its definition, run by eqsat's torch executor."""
-
-    name = "nvFusion0: (iota, broadcast_in_dim, le, expand)"
-    enable_options = disable_options = ()
-
-    def __init__(self, fusion):
-        self.fusion, self.calls = fusion, 0
-
-    def to_descriptors(self, args):
-        return tuple(a.stride() for a in args)
-
-    def get_fd(self, descriptors):
-        return self.fusion
-
-    def __call__(self, *args):
-        self.calls += 1
-        return eqsat.run_fusion(self.fusion, list(args))
-
-
 def hook(fusion):
-    return RegionHook(
-        MaskRegion(fusion), name="nvFusion0", trace="forward", options=Options(), report=ThunderReport()
+    region = FakeThunderRegion(
+        fusion,
+        lambda *args: eqsat.run_fusion(fusion, list(args)),
+        name="nvFusion0: (iota, broadcast_in_dim, le, expand)",
     )
+    return RegionHook(region, name="nvFusion0", trace="forward", options=Options(), report=ThunderReport())
 
 
 def test_the_hook_marks_a_call_invariant_causal_mask_at_every_call():

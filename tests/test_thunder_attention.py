@@ -77,7 +77,7 @@ def _off(loss, grads, want_loss, want_grads) -> dict:
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_eqsat, ran", [(False, "masked"), (True, "causal")])
 def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_the_mask(with_eqsat, ran):
-    thunder, transformers = _setup()
+    _, transformers = _setup()
     from thunder.dynamo import ThunderCompiler
 
     from eqsat.thunder.cudnn_attention import CALLS

@@ -126,15 +126,15 @@ def mark_causal_masks(entry: _Entry, result: Any) -> Any:
     """At the first call, which of the call-invariant outputs are causal masks
     (:func:`eqsat.thunder.causal_masks.is_causal_pattern`); at every call, those outputs
     marked (``causal_masks.mark``). Returns ``result``."""
+    if not (entry.to_check or entry.causal):  # most regions: nothing to check or mark
+        return result
+    outputs = _outputs(result)
     if entry.to_check:
-        outputs = _outputs(result)
         entry.causal = tuple(i for i in entry.to_check if i < len(outputs) and _is_causal(outputs[i]))
         entry.record.causal_masks = entry.causal
         entry.to_check = ()
-    if entry.causal:
-        outputs = _outputs(result)
-        for i in entry.causal:
-            mark(outputs[i])
+    for i in entry.causal:
+        mark(outputs[i])
     return result
 
 
