@@ -72,3 +72,27 @@ def test_cudnn_takes_phi3s_attention_on_a_hopper_gpu():
     mask = torch.empty(4, 1, 2048, 2048, dtype=torch.bool, device="meta")
     assert cudnn_takes(q, k, v, mask, 0.0, capability=(9, 0)) is None
     assert cudnn_takes(q, k, v, None, 0.0, capability=(10, 0)) is None
+
+
+def test_the_backward_hands_cudnn_a_transposed_gradient_as_it_is(monkeypatch):
+    """The gradient of attention's output usually arrives as a [B, S, H, D] tensor viewed as
+    [B, H, S, D]. Its last dimension is dense, which is all cuDNN asks: copying it to contiguous
+    cost a kernel per layer and its memory. Only a gradient whose last dimension is strided is
+    copied."""
+    from eqsat.thunder import cudnn_attention
+
+    seen = []
+
+    def backward(grad_out, query, key, value, *rest, **kw):  # stands in for aten's cuDNN op
+        seen.append(grad_out)
+        return query, key, value
+
+    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention_backward", backward)
+    q, k, v = _qkv()
+    transposed = torch.randn(2, 8, 4, 16, dtype=torch.bfloat16).transpose(1, 2)
+    strided = torch.randn(2, 4, 8, 32, dtype=torch.bfloat16)[..., ::2]
+    for grad in (transposed, strided):
+        cudnn_attention.backward_impl(grad, q, k, v, None, q, None, None, None, 0.0, True, None)
+    assert seen[0] is transposed
+    assert seen[1] is not strided and seen[1].is_contiguous()
+    torch.testing.assert_close(seen[1], strided, rtol=0, atol=0)

@@ -118,6 +118,9 @@ def _broadcasts(shape: tuple, to: tuple) -> bool:
 
 
 def _contiguous_last(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself where its last dimension is dense, which is all cuDNN's attention asks of
+    its operands (torch matches the gradient's layout to the output's itself, from cuDNN 9.5.1
+    on); otherwise a contiguous copy."""
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
@@ -154,7 +157,7 @@ def backward_impl(
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
     CALLS["backward " + _how(attn_mask, is_causal)] += 1
     grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-        grad_out.contiguous(),
+        _contiguous_last(grad_out),  # not .contiguous(): a copy of a transposed gradient
         _contiguous_last(query),
         _contiguous_last(key),
         _contiguous_last(value),
