@@ -713,7 +713,7 @@ def table(doc: dict) -> str:
     head = (
         "| model | variant | steady ms | device ms | "
         + " | ".join(short[c] for c in CLASSES)
-        + " | kernels | host issue ms | GPU idle ms | peak GiB |"
+        + " | kernels | host issue ms | GPU idle ms | peak GiB | step GiB |"
     )
     lines = [
         f"All times on one {card} ({doc.get('device', '')}); device ms by class per step (torch.profiler).",
@@ -743,9 +743,18 @@ def table(doc: dict) -> str:
             lines.append(
                 f"| {cfg} | {VARIANTS[k][0]} | {r['steady_ms']:.2f} | {r['device_ms']:.2f} | {cls} | "
                 f"{r['kernels']:.0f} | {r['host_issue_ms']:.2f} | {r['gpu_idle_ms']:.2f} | "
-                f"{r['peak_mem_gib']:.2f} |"
+                f"{r['peak_mem_gib']:.2f} | {_step_mem(r)} |"
             )
     return "\n".join(lines)
+
+
+def _step_mem(row: dict) -> str:
+    """What one step allocates at its peak beyond what was allocated before it: a variant's own
+    memory, apart from what earlier rows of the same process left allocated (``peak GiB``
+    includes that)."""
+    if row.get("peak_mem_gib") is None or row.get("mem_before_gib") is None:
+        return ""
+    return f"{row['peak_mem_gib'] - row['mem_before_gib']:.2f}"
 
 
 def plot(doc: dict, png_dir: str, prefix: str) -> list[str]:

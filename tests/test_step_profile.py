@@ -135,9 +135,11 @@ def test_table_of_a_recorded_run(sp):
         "host_issue_ms": 9.0,
         "gpu_idle_ms": 2.5,
         "peak_mem_gib": 3.0,
+        "mem_before_gib": 0.75,
     }
     bad = {"config": "llama 1x512 2 layers", "variant": "thunder-cg", "error": "dynamo: AssertionError: x|y"}
     text = sp.table({"device": "NVIDIA H100 80GB HBM3", "card": "H100", "rows": [ok, bad]})
     assert "| llama 1x512 2 layers | eager | 12.50 | 10.00 | 10.00 |" in text
+    assert text.splitlines()[4].endswith("| 3.00 | 2.25 |")  # peak, and the step's own: peak - before
     assert "error: dynamo: AssertionError: x/y" in text
     assert "H100" in text.splitlines()[0]
