@@ -5,7 +5,10 @@ Variants (``--variants``, keys in brackets): eager [eager], torch.compile [compi
 torch.compile mode="reduce-overhead" [compile-ro], Thunder [thunder], Thunder + eqsat
 [thunder-eqsat] (``eqsat.thunder.Optimize``), Thunder with eqsat's cuDNN attention executor
 listed first [thunder-attn], the same with ``Optimize`` [thunder-eqsat-attn] (whose region
-hooks mark the causal masks the executor then runs as ``is_causal``), and both Thunders under
+hooks mark the causal masks the executor then runs as ``is_causal``), Thunder with eqsat's
+aligned-linear executor [thunder-linear] (``eqsat.thunder.aligned_linear``: a linear layer with
+unaligned output features, gpt2's head, on padded operands), all of eqsat with both executors
+[thunder-eqsat-all], and both Thunders under
 Thunder's CUDA graphs [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
@@ -40,7 +43,8 @@ A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
 - the loss, and whether it is within 2% of eager's; for Thunder + eqsat, eqsat's report summary
   and per nvFuser region the cost model's segments (kernels), bytes, device and host time of
   Thunder's definition (``eqsat.per_region``); with eqsat's cuDNN attention, how its calls
-  ran in the first step (``attention_calls``: "forward causal", "backward masked", ...);
+  ran in the first step (``attention_calls``: "forward causal", "backward masked", ...), and
+  with the aligned-linear executor its calls (``linear_calls``);
   for the torch.compile ways, Dynamo's graphs and graph breaks.
 
 An error of one row is recorded in it and the run goes on; memory is freed between rows. The
@@ -77,16 +81,24 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 # torch.profiler leaves CUPTI attached after it stops unless Kineto tears it down (bench/gpu_timing.py)
 os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
-VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, attention on cuDNN)
-    "eager": ("eager", False, False, False, False),
-    "compile": ("torch.compile", False, False, False, False),
-    "compile-ro": ("torch.compile reduce-overhead", False, False, True, False),
-    "thunder": ("Thunder", True, False, False, False),
-    "thunder-eqsat": ("Thunder+eqsat", True, True, False, False),
-    "thunder-attn": ("Thunder, cuDNN attention", True, False, False, True),
-    "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False, True),
-    "thunder-cg": ("Thunder CUDA graphs", True, False, True, False),
-    "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, False),
+VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, eqsat's executors listed first)
+    "eager": ("eager", False, False, False, ()),
+    "compile": ("torch.compile", False, False, False, ()),
+    "compile-ro": ("torch.compile reduce-overhead", False, False, True, ()),
+    "thunder": ("Thunder", True, False, False, ()),
+    "thunder-eqsat": ("Thunder+eqsat", True, True, False, ()),
+    "thunder-attn": ("Thunder, cuDNN attention", True, False, False, ("attention",)),
+    "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False, ("attention",)),
+    "thunder-linear": ("Thunder, aligned linear", True, False, False, ("linear",)),
+    "thunder-eqsat-all": (
+        "Thunder+eqsat, cuDNN attention, aligned linear",
+        True,
+        True,
+        False,
+        ("attention", "linear"),
+    ),
+    "thunder-cg": ("Thunder CUDA graphs", True, False, True, ()),
+    "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, ()),
 }
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
 DEFAULT_MODELS = (
@@ -225,7 +237,7 @@ def build(key: str, model, how: str | None):
         counters.clear()
     except Exception:  # counters moved: the Dynamo fields stay empty
         pass
-    eqsat_on, graphs, cudnn_attention = VARIANTS[key][2:]
+    eqsat_on, graphs, ours = VARIANTS[key][2:]
     if key == "eager":
         return model, None, None
     if key == "compile":
@@ -245,8 +257,8 @@ def build(key: str, model, how: str | None):
 
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     options = {"transforms": transforms}
-    if cudnn_attention:  # eqsat.thunder.cudnn_attention's executor before Thunder's own
-        options["executors"] = eqsat.thunder.executors()
+    if ours:  # eqsat's executors (cuDNN attention, aligned linear) before Thunder's own
+        options["executors"] = eqsat.thunder.executors(attention="attention" in ours, linear="linear" in ours)
     if how == "jit":
         return thunder.jit(model, **options), opt, None
     from thunder.dynamo import ThunderCompiler
@@ -462,13 +474,15 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
                 return loss
 
             torch.cuda.synchronize()
-            calls = _attention_calls()
+            calls, linear_calls = _attention_calls(), _executor_calls("aligned_linear")
             clock = time.perf_counter()
             loss = float(step().detach())
             torch.cuda.synchronize()
             row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
-            if VARIANTS[key][4]:  # how eqsat's cuDNN attention ran in the first step
+            if "attention" in VARIANTS[key][4]:  # how eqsat's cuDNN attention ran in the first step
                 row["attention_calls"] = dict(_attention_calls() - calls)
+            if "linear" in VARIANTS[key][4]:  # the linear layers eqsat ran padded in the first step
+                row["linear_calls"] = dict(_executor_calls("aligned_linear") - linear_calls)
             if opt is not None:
                 s = opt.report.summary()
                 row["eqsat"] = {
@@ -527,10 +541,15 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
     return {"error": "; ".join(errors)}
 
 
+def _executor_calls(name: str) -> Counter:
+    """The calls so far of eqsat's executor module ``eqsat.thunder.<name>`` (its ``CALLS``)."""
+    module = sys.modules.get(f"eqsat.thunder.{name}")
+    return Counter(module.CALLS) if module is not None else Counter()
+
+
 def _attention_calls() -> Counter:
     """eqsat's cuDNN attention calls so far, by pass and how they ran ("forward causal", ...)."""
-    module = sys.modules.get("eqsat.thunder.cudnn_attention")
-    return Counter(module.CALLS) if module is not None else Counter()
+    return _executor_calls("cudnn_attention")
 
 
 def write_json(path: str, doc: dict) -> None:

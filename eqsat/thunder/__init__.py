@@ -23,7 +23,8 @@ package.
 Modules: ``versions`` (the supported versions and their check), ``options`` (``Options``),
 ``report`` (``RegionRecord``, ``ThunderReport``), ``region`` (``RegionHook``: one region
 through eqsat, with the fallback to Thunder's own definition), ``transform`` (``Optimize``:
-the Thunder transform; where and why it hooks in).
+the Thunder transform; where and why it hooks in), ``executor_list`` (eqsat's executors:
+``cudnn_attention``, ``aligned_linear``).
 """
 
 import torch
@@ -64,7 +65,7 @@ if thunder_installed():
     # versions are checked; whatever fails, the error names the versions found and needed.
     try:
         check_before_import(str(torch.__version__))
-        from .cudnn_attention_executor import executors
+        from .executor_list import executors
         from .transform import Optimize
     except Exception as err:  # Thunder's import may raise anything (torch 2.13: AttributeError)
         raise unusable(err, str(torch.__version__)) from err

@@ -48,14 +48,6 @@ def cudnn_sdpa_executor() -> OperatorExecutor:
     return _EXECUTOR[0]
 
 
-def executors() -> list:
-    """Thunder's default executors with eqsat's cuDNN attention first:
-    ``thunder.jit(model, transforms=[Optimize()], executors=eqsat.thunder.executors())``."""
-    import thunder
-
-    return [cudnn_sdpa_executor(), *thunder.get_default_executors()]
-
-
 def _make_executor() -> OperatorExecutor:
     ex = OperatorExecutor("eqsat_cudnn_sdpa", version="0.1")
     register_executor(ex)

@@ -1,0 +1,28 @@
+"""eqsat's executors for Thunder, listed before Thunder's own defaults:
+
+    thunder.jit(model, transforms=[Optimize()], executors=eqsat.thunder.executors())
+
+- ``attention``: :mod:`eqsat.thunder.cudnn_attention` (scaled-dot-product attention on cuDNN,
+  causal where eqsat proved the mask causal);
+- ``linear``: :mod:`eqsat.thunder.aligned_linear` (a linear layer with unaligned output
+  features, such as gpt2's vocabulary of 50,257, on padded operands).
+
+Each claims only the calls it takes; every other call goes to Thunder's executors as before."""
+
+from __future__ import annotations
+
+
+def executors(*, attention: bool = True, linear: bool = True) -> list:
+    """Thunder's default executors with the eqsat executors asked for first."""
+    import thunder
+
+    ours = []
+    if attention:
+        from .cudnn_attention_executor import cudnn_sdpa_executor
+
+        ours.append(cudnn_sdpa_executor())
+    if linear:
+        from .aligned_linear_executor import aligned_linear_executor
+
+        ours.append(aligned_linear_executor())
+    return [*ours, *thunder.get_default_executors()]
