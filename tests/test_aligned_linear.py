@@ -28,7 +28,7 @@ def test_the_padded_linear_and_its_gradients_equal_torch_linear(dtype, bias):
     x, w, b = _operands(dtype, bias=bias)
     out = al.forward_impl(x, w, b)
     want = x @ w.t() + (0 if b is None else b)  # by hand
-    assert out.shape == (2, 5, 1001) and out.stride(-1) == 1
+    assert out.shape == (2, 5, 1001) and out.is_contiguous()  # eager's layout: Inductor asserts it
     tol = {} if dtype == torch.float64 else {"rtol": 2e-2, "atol": 2e-1}
     torch.testing.assert_close(out, want, **tol)
 

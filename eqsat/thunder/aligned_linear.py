@@ -12,7 +12,9 @@ torch.compile, which pads such dimensions, ran them as sm90 kernels of about 0.5
 What runs, for ``F.linear(x, weight, bias)`` with ``weight`` [N, K] and N not aligned
 (:func:`padded_features`: N rounded up to 8 elements of 2 bytes, N'):
 - forward: ``weight`` (and ``bias``) padded with zero rows to N', one GEMM into [..., N'], and
-  the first N features of it returned as a view (its rows N' apart, its last dimension dense);
+  the first N features of it copied out contiguous, the layout eager's linear returns. (A view
+  would save the copy, but under Dynamo the next piece may be Inductor's, compiled for eager's
+  strides, whose stride assertion then fails: ``docs/step-profile.md``, "Other models".)
 - backward: the output's gradient padded with zero columns to N', then two GEMMs,
   ``grad_x = g' @ weight'`` and ``grad_weight = (g'^T @ x)[:N]`` (a contiguous slice), and
   ``grad_bias = g.sum``.
@@ -82,7 +84,7 @@ def forward_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     n = weight.shape[0]
     padded = padded_features(n, weight.element_size())
     out = F.linear(x, _pad_rows(weight, padded), None if bias is None else _pad_rows(bias, padded))
-    return out[..., :n]
+    return out[..., :n].contiguous()
 
 
 def backward_impl(
