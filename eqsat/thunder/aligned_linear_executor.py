@@ -5,6 +5,8 @@ registered as Thunder operators, and the executor's claim on ``torch.nn.function
 
 from __future__ import annotations
 
+import functools
+
 import thunder.core.devices as devices
 import thunder.torch as ltorch
 from thunder.core.proxies import TensorProxy
@@ -25,17 +27,9 @@ def _backward_meta(grad_out, x, weight, with_bias):
     return grads
 
 
-_EXECUTOR: list[OperatorExecutor] = []
-
-
+@functools.cache
 def aligned_linear_executor() -> OperatorExecutor:
     """The executor, made once and registered with Thunder by its name, ``eqsat_aligned_linear``."""
-    if not _EXECUTOR:
-        _EXECUTOR.append(_make_executor())
-    return _EXECUTOR[0]
-
-
-def _make_executor() -> OperatorExecutor:
     ex = OperatorExecutor("eqsat_aligned_linear", version="0.1")
     register_executor(ex)
     forward = ex.register_operator("eqsat_aligned_linear_forward", meta=_forward_meta, fn=forward_impl)

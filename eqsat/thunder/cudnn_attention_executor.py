@@ -5,6 +5,8 @@ transforms mirror Thunder's own sdpa executor (``thunder/executors/sdpaex.py``).
 
 from __future__ import annotations
 
+import functools
+
 import thunder.core.devices as devices
 import thunder.core.dtypes as dtypes
 import thunder.torch as ltorch
@@ -38,17 +40,9 @@ def _capability(query) -> tuple[int, int] | None:
     return torch.cuda.get_device_capability(query.device.index or 0)
 
 
-_EXECUTOR: list[OperatorExecutor] = []
-
-
+@functools.cache
 def cudnn_sdpa_executor() -> OperatorExecutor:
     """The executor, made once and registered with Thunder by its name, ``eqsat_cudnn_sdpa``."""
-    if not _EXECUTOR:
-        _EXECUTOR.append(_make_executor())
-    return _EXECUTOR[0]
-
-
-def _make_executor() -> OperatorExecutor:
     ex = OperatorExecutor("eqsat_cudnn_sdpa", version="0.1")
     register_executor(ex)
     forward = ex.register_operator(
