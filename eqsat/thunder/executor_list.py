@@ -14,15 +14,15 @@ from __future__ import annotations
 
 def executors(*, attention: bool = True, linear: bool = True) -> list:
     """Thunder's default executors with the eqsat executors asked for first."""
-    import thunder
+    import thunder  # optional: only where Thunder is installed
 
     ours = []
     if attention:
-        from .cudnn_attention_executor import cudnn_sdpa_executor
+        from .cudnn_attention_executor import cudnn_sdpa_executor  # imports Thunder: only when asked for
 
         ours.append(cudnn_sdpa_executor())
     if linear:
-        from .aligned_linear_executor import aligned_linear_executor
+        from .aligned_linear_executor import aligned_linear_executor  # imports Thunder: only when asked for
 
         ours.append(aligned_linear_executor())
     return [*ours, *thunder.get_default_executors()]
