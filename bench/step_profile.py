@@ -7,8 +7,9 @@ torch.compile mode="reduce-overhead" [compile-ro], Thunder [thunder], Thunder + 
 listed first [thunder-attn], the same with ``Optimize`` [thunder-eqsat-attn] (whose region
 hooks mark the causal masks the executor then runs as ``is_causal``), Thunder with eqsat's
 aligned-linear executor [thunder-linear] (``eqsat.thunder.aligned_linear``: a linear layer with
-unaligned output features, gpt2's head, on padded operands), all of eqsat with both executors
-[thunder-eqsat-all], and both Thunders under
+unaligned output features, gpt2's head, on padded operands), Thunder with eqsat's detach
+executor [thunder-detach] (``eqsat.thunder.detach_executor``: ``detach`` as a view nvFuser
+fuses), all of eqsat with all three executors [thunder-eqsat-all], and both Thunders under
 Thunder's CUDA graphs [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
@@ -90,16 +91,18 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, eqsat's executo
     "thunder-attn": ("Thunder, cuDNN attention", True, False, False, ("attention",)),
     "thunder-eqsat-attn": ("Thunder+eqsat, cuDNN attention", True, True, False, ("attention",)),
     "thunder-linear": ("Thunder, aligned linear", True, False, False, ("linear",)),
+    "thunder-detach": ("Thunder, fused detach", True, False, False, ("detach",)),
     "thunder-eqsat-all": (
-        "Thunder+eqsat, cuDNN attention, aligned linear",
+        "Thunder+eqsat, all of eqsat's executors",
         True,
         True,
         False,
-        ("attention", "linear"),
+        ("attention", "linear", "detach"),
     ),
     "thunder-cg": ("Thunder CUDA graphs", True, False, True, ()),
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, ()),
 }
+EXECUTORS = ("attention", "linear", "detach")  # eqsat.thunder.executors' keywords
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
 DEFAULT_MODELS = (
     "phi3@4x2048,llama@4x2048,fp8_current@4x2048,llama@1x512,gpt2@4x2048,qwen2@4x2048,"
