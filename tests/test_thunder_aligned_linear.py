@@ -10,6 +10,7 @@ import copy
 
 import pytest
 import torch
+from thunder_gpu import thunder_on_gpu
 
 try:
     import eqsat.thunder as et
@@ -41,11 +42,7 @@ def _step(run, model, h):
 
 @pytest.mark.gpu
 def test_a_training_step_runs_an_unaligned_linear_padded_and_matches_eager():
-    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6")
-    if not hasattr(et, "Optimize"):
-        pytest.skip("eqsat.thunder did not import Thunder")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
+    thunder = thunder_on_gpu()
     from eqsat.thunder.aligned_linear import CALLS
 
     torch.manual_seed(0)

@@ -16,6 +16,7 @@ import copy
 
 import pytest
 import torch
+from thunder_gpu import thunder_on_gpu
 
 try:
     import eqsat.thunder as et
@@ -27,16 +28,9 @@ LOSS_RTOL, GRAD_RTOL, GRAD_FLOOR = 1e-2, 0.05, 0.01
 
 
 def _setup():
-    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6")
+    # cuDNN's fused attention needs compute capability 9.0 or more
+    thunder = thunder_on_gpu(capability=(9, 0), nvfuser=True)
     transformers = pytest.importorskip("transformers", reason="needs transformers for its Phi-3")
-    if not hasattr(et, "Optimize"):
-        pytest.skip("eqsat.thunder did not import Thunder")
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs a GPU of compute capability 9.0 or more (cuDNN's fused attention)")
-    from thunder.executors.nvfuserex import nvfuserex
-
-    if nvfuserex is None:
-        pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
     return thunder, transformers
 
 

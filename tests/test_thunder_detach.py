@@ -12,6 +12,7 @@ import copy
 
 import pytest
 import torch
+from thunder_gpu import thunder_on_gpu
 from torch import nn
 
 try:
@@ -55,15 +56,7 @@ def _names(trace) -> list[str]:
 
 @pytest.mark.gpu
 def test_detach_runs_inside_nvfuser_regions_and_stops_the_gradient():
-    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6")
-    if not hasattr(et, "Optimize"):
-        pytest.skip("eqsat.thunder did not import Thunder")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    from thunder.executors.nvfuserex import nvfuserex
-
-    if nvfuserex is None:
-        pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
+    thunder = thunder_on_gpu(nvfuser=True)
     torch.manual_seed(0)
     model = _Block().to("cuda", torch.bfloat16)
     h = torch.randn(4, 128, 256, device="cuda", dtype=torch.bfloat16)
