@@ -68,6 +68,8 @@ class _Proxy:  # what the checker sees of Thunder's proxies
         ((4096, 1021), (50257, 1021), None, True, "input features"),
         ((4096, 64), (1001, 64), None, True, "fewer than"),
         ((4096, 1024), (50257, 1024), (50257,), True, None),
+        ((4096, 512), (50257, 1024), None, True, "input features"),
+        ((4096, 1024), (50257, 1024, 1), None, True, "2-D"),
     ],
 )
 def test_what_is_claimed(x, w, bias, on_cuda, why):

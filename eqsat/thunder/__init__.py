@@ -24,7 +24,7 @@ Modules: ``versions`` (the supported versions and their check), ``options`` (``O
 ``report`` (``RegionRecord``, ``ThunderReport``), ``region`` (``RegionHook``: one region
 through eqsat, with the fallback to Thunder's own definition), ``transform`` (``Optimize``:
 the Thunder transform; where and why it hooks in), ``executor_list`` (eqsat's executors:
-``cudnn_attention``, ``aligned_linear``).
+``cudnn_attention``, ``aligned_linear``, ``detach_executor``).
 """
 
 import torch

@@ -61,8 +61,10 @@ def aligned_linear_takes(x: Any, weight: Any, bias: Any, *, on_cuda: bool) -> st
         return "x and weight are not both bf16 or both fp16"
     if bias is not None and str(bias.dtype) != str(weight.dtype):
         return "the bias is not in the weight's dtype"
-    if len(weight.shape) != 2 or len(x.shape) < 1:
+    if len(weight.shape) != 2:
         return "the weight is not 2-D"
+    if len(x.shape) < 1 or x.shape[-1] != weight.shape[1]:
+        return "x's last dimension is not the weight's input features"
     n, k = weight.shape
     if (n * size) % ALIGN_BYTES == 0:
         return "the output features are aligned already"
