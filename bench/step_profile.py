@@ -770,6 +770,35 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def cost_model_check(doc: dict) -> str:
+    """The cost model against the GPU, per step, on regions it was not fitted on: for each
+    config with a Thunder row and a row with eqsat's report, the sum over Thunder's nvFuser
+    regions of the cost model's kernels and device time (``eqsat.per_region``: Thunder's own
+    definitions), against the nvFuser kernels and device time torch.profiler measured in the
+    Thunder row. Empty where no config has both."""
+    lines = []
+    for cfg, rows in _rows_by_config(doc).items():
+        measured = rows.get("thunder") or {}
+        if "kernels_by_class" not in measured:
+            continue
+        report = next((r for r in rows.values() if (r.get("eqsat") or {}).get("per_region")), None)
+        if report is None:
+            continue
+        regions = report["eqsat"]["per_region"]
+        kernels = sum(r.get("kernels_before") or 0 for r in regions)
+        device = sum(r.get("device_before_us") or 0.0 for r in regions)
+        got_k = measured["kernels_by_class"].get("nvFuser", 0)
+        got_us = measured["by_class_ms"].get("nvFuser", 0.0) * 1e3
+        off = f"{(device - got_us) / got_us:+.0%}" if got_us else ""
+        lines.append(
+            f"| {cfg} | {len(regions)} | {kernels} / {got_k:.0f} | {device:,.0f} / {got_us:,.0f} ({off}) |"
+        )
+    if not lines:
+        return ""
+    head = "| config | regions | kernels, predicted / measured | device us, predicted / measured |"
+    return "\n".join([head, "|---|---|---|---|", *lines])
+
+
 def _step_mem(row: dict) -> str:
     """What one step allocates at its peak beyond what was allocated before it: a variant's own
     memory, apart from what earlier rows of the same process left allocated (``peak GiB``
@@ -888,6 +917,9 @@ def main(argv=None) -> int:
             doc = json.load(f)
         if args.table:
             print(table(doc))
+            check = cost_model_check(doc)
+            if check:
+                print("\nThe cost model on the regions of Thunder's step (not fitted on them):\n\n" + check)
         if args.plot:
             for path in plot(doc, args.png_dir, args.png_prefix):
                 print(path)

@@ -143,3 +143,27 @@ def test_table_of_a_recorded_run(sp):
     assert text.splitlines()[4].endswith("| 3.00 | 2.25 |")  # peak, and the step's own: peak - before
     assert "error: dynamo: AssertionError: x/y" in text
     assert "H100" in text.splitlines()[0]
+
+
+def test_the_cost_model_check_sums_thunders_regions_against_the_measured_nvfuser_kernels(sp):
+    classes = dict.fromkeys(sp.CLASSES, 0.0)
+    thunder = {
+        "config": "phi3 4x2048 2 layers",
+        "variant": "thunder",
+        "by_class_ms": classes | {"nvFuser": 2.0},
+        "kernels_by_class": dict.fromkeys(sp.CLASSES, 0.0) | {"nvFuser": 12.0},
+    }
+    regions = [
+        {"kernels_before": 4, "device_before_us": 600.0},
+        {"kernels_before": 6, "device_before_us": 900.0},
+    ]
+    with_eqsat = {
+        "config": "phi3 4x2048 2 layers",
+        "variant": "thunder-eqsat",
+        "eqsat": {"per_region": regions},
+    }
+    other = {"config": "llama 1x512 2 layers", "variant": "thunder", "error": "dynamo: ..."}
+    text = sp.cost_model_check({"rows": [thunder, with_eqsat, other]})
+    assert text.splitlines()[2] == "| phi3 4x2048 2 layers | 2 | 10 / 12 | 1,500 / 2,000 (-25%) |"
+    assert len(text.splitlines()) == 3  # the config without both rows is left out
+    assert sp.cost_model_check({"rows": [other]}) == ""
