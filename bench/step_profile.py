@@ -477,13 +477,13 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
                 return loss
 
             torch.cuda.synchronize()
-            calls, linear_calls = _attention_calls(), _executor_calls("aligned_linear")
+            calls, linear_calls = _executor_calls("cudnn_attention"), _executor_calls("aligned_linear")
             clock = time.perf_counter()
             loss = float(step().detach())
             torch.cuda.synchronize()
             row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
             if "attention" in VARIANTS[key][4]:  # how eqsat's cuDNN attention ran in the first step
-                row["attention_calls"] = dict(_attention_calls() - calls)
+                row["attention_calls"] = dict(_executor_calls("cudnn_attention") - calls)
             if "linear" in VARIANTS[key][4]:  # the linear layers eqsat ran padded in the first step
                 row["linear_calls"] = dict(_executor_calls("aligned_linear") - linear_calls)
             if opt is not None:
@@ -548,11 +548,6 @@ def _executor_calls(name: str) -> Counter:
     """The calls so far of eqsat's executor module ``eqsat.thunder.<name>`` (its ``CALLS``)."""
     module = sys.modules.get(f"eqsat.thunder.{name}")
     return Counter(module.CALLS) if module is not None else Counter()
-
-
-def _attention_calls() -> Counter:
-    """eqsat's cuDNN attention calls so far, by pass and how they ran ("forward causal", ...)."""
-    return _executor_calls("cudnn_attention")
 
 
 def write_json(path: str, doc: dict) -> None:

@@ -54,12 +54,9 @@ def definition(shape, form: str = "thunder", rope: bool = True, layouts=("bhsd",
             cos, sin = (_table(fd, shape, DataType) for _ in range(2))
             parts = [_rotary_backward(fd, p, cos, sin, shape) for p in parts[:2]] + parts[2:]
         if form == "heads":
-            joined = fd.ops.cat(parts, dim=1)  # [B, 3H, S, D]
-            out = fd.ops.reshape(fd.ops.permute(joined, dims=[0, 2, 1, 3]), new_shape=[b, s, 3 * h * d])
+            out = _heads_last(fd, fd.ops.cat(parts, dim=1), (b, 3 * h, s, d))  # joined: [B, 3H, S, D]
         else:
-            rows = [
-                fd.ops.reshape(fd.ops.permute(p, dims=[0, 2, 1, 3]), new_shape=[b, s, h * d]) for p in parts
-            ]
+            rows = [_heads_last(fd, p, shape) for p in parts]
             if form == "apart":
                 rows = [fd.ops.segment_set(r) for r in rows]
             if form == "cat":
