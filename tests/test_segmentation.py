@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import eqsat
+from helpers import load_bench
+
 from eqsat import DataType
 from eqsat.cost.profile import load_profile
 
@@ -503,3 +505,77 @@ def test_what_reads_an_output_joins_the_kernel_after_it_not_the_one_that_writes_
     elements = 4096 * 1024
     assert by_kind["normalization"].bytes_written == elements * 2
     assert by_kind["outer_reduction"].bytes_read == elements * 2
+
+
+def rotation_of_exp(dtypes, stride_order):
+    """exp of a [4096, 128] input laid out by ``stride_order``, and its rotation (RoPE's
+    halves swapped) added to it, written row-major: a fusion of nvFuser's DataType or eqsat's."""
+
+    def fusion(fd):
+        x = fd.define_tensor(
+            shape=[-1, -1], contiguity=[True, True], dtype=dtypes.Float, stride_order=stride_order
+        )
+        y = fd.ops.exp(x)
+        fd.add_output(fd.ops.add(y, _rope_halves(fd, y, 4096, 64)))
+
+    return fusion
+
+
+def table_into_two(dtypes, independent):
+    """A table broadcast into the rows of q and k, the products joined by a cat: k an input of
+    its own (``independent``) or ``-q``."""
+
+    def fusion(fd):
+        f32 = dict(contiguity=[True, True], dtype=dtypes.Float)
+        table = fd.define_tensor(shape=[-1], contiguity=[True], dtype=dtypes.Float)
+        q = fd.define_tensor(shape=[-1, -1], **f32)
+        k = fd.define_tensor(shape=[-1, -1], **f32) if independent else fd.ops.neg(q)
+        wide = fd.ops.broadcast(table, [True, False])
+        fd.add_output(fd.ops.cat([fd.ops.mul(q, wide), fd.ops.mul(k, wide)], dim=0))
+
+    return fusion
+
+
+# (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t")), nvFuser's kernels)
+LAYOUT_AND_BROADCAST_CASES = {
+    "rotation of a row-major input": (lambda d: rotation_of_exp(d, [1, 0]), [(4096, 128)], 1),
+    "rotation of a column-major input": (lambda d: rotation_of_exp(d, [0, 1]), [(4096, 128, "t")], 2),
+    "a table into mapped rows": (lambda d: table_into_two(d, False), [(128,), (16, 128)], 1),
+    "a table into unmapped rows": (lambda d: table_into_two(d, True), [(128,), (16, 128), (4, 128)], 2),
+}
+
+
+def _inputs(shapes, device):
+    return [
+        torch.randn(s[1], s[0], device=device).t() if s[-1] == "t" else torch.randn(*s, device=device)
+        for s in shapes
+    ]
+
+
+@pytest.mark.parametrize("case", LAYOUT_AND_BROADCAST_CASES)
+def test_resize_layouts_and_unmapped_broadcasts(case):
+    """nvFuser's resize scheduler rejects a kernel whose inputs and outputs have innermost dims
+    that are not mapped ("Transpose-like patterns not supported"): a rotation of a value
+    computed from a column-major input, written row-major, splits from that value's kernel.
+    Every scheduler rejects a kernel that concretizes one broadcast to two axes not mapped
+    within it (hasNonUniqueBcast): a table broadcast into the rows of two independent
+    inputs, which meet only in a cat (a resize maps no axis exactly), as Phi-3's rotary
+    tables meet dq's and dk's heads; where one input is computed from the other, their rows
+    are mapped."""
+    definition, shapes, want = LAYOUT_AND_BROADCAST_CASES[case]
+    inputs = [x.to("meta") for x in _inputs(shapes, "cpu")]
+    assert len(eqsat.estimate_fusion(definition(eqsat.DataType), inputs).kernels) == want
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", LAYOUT_AND_BROADCAST_CASES)
+def test_nvfuser_makes_the_kernels_the_model_predicts(case, monkeypatch):
+    """The cases above as given on nvfuser_direct: its kernels, counted by torch.profiler."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device and nvfuser_direct")
+    pytest.importorskip("nvfuser_direct", reason="needs nvfuser_direct")
+    gpu_timing = load_bench(monkeypatch, "gpu_timing")
+    definition, shapes, want = LAYOUT_AND_BROADCAST_CASES[case]
+    fd = gpu_timing.direct_definition(definition)
+    inputs = _inputs(shapes, "cuda")
+    assert gpu_timing.kernel_count(lambda: fd.execute(inputs)) == want

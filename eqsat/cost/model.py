@@ -74,6 +74,7 @@ class CostModel:
         outputs: set[int] | None = None,
         aliased: int = 0,
         inner: dict[int, int] | None = None,
+        alloc_inner: dict[int, int] | None = None,
         alias_segments: int = 0,
         output_count: int | None = None,
         shape_only=frozenset(),
@@ -86,6 +87,8 @@ class CostModel:
         self.outputs = outputs  # the fusion's output classes (None: every root)
         self.aliased = aliased  # outputs written into an input (add_output(t, alias))
         self.inner = inner or {}  # class -> the label of its innermost (last logical) dim
+        # input class -> the label of its innermost allocated dim, where not its last logical one
+        self.alloc_inner = alloc_inner or {}
         # segments of views the host runs (outputs that view a value: eqsat.ir.layout.alias_output_sources)
         self.alias_segments = alias_segments
         # the fusion's outputs, for the host cost (outputs that view one value are one class)
@@ -152,12 +155,14 @@ class CostModel:
         outputs: set[int] | None = None,
         inner: dict[int, int] | None = None,
         recompute: bool | None = None,
+        alloc_inner: dict[int, int] | None = None,
         shape_only=None,
         deadline: Deadline = NEVER,
     ) -> Estimate:
         """``nodes``: id -> GNode (only those reachable from ``roots`` are counted); ``links``,
-        ``outputs`` and ``inner``: kept ops, the fusion's outputs and innermost labels by node
-        id, if not the model's own (which are by e-class). ``recompute`` (default the model's
+        ``outputs``, ``inner`` and ``alloc_inner``: kept ops, the fusion's outputs, innermost
+        labels and inputs' innermost allocated labels by node id, if not the model's own (which
+        are by e-class). ``recompute`` (default the model's
         own): the candidate is lowered by eqsat, which gives a kernel its own copy of a chain
         it would read from another kernel where that is cheaper (the segmenter's
         ``recomputed_chains``; ``Estimate.recomputed`` says which); False for a definition run
@@ -178,6 +183,7 @@ class CostModel:
             inner,
             set(outputs) if outputs is not None else set(roots),
             deadline,
+            self.alloc_inner if alloc_inner is None else alloc_inner,
         )
         segmenter.merge()
         segments = segmenter.segments()

@@ -41,10 +41,12 @@ from eqsat.deadline import NEVER, Deadline
 from eqsat.egraph.terms import DTYPES
 from eqsat.ir.dtypes import ITEMSIZE
 
+from .axis_mapping import AxisMapping
 from .group_kernels import GroupKernels
 from .kernel_graph import KernelGraph
 from .ops import INDEXERS, REDUCING, RESIZES, Kept
 from .recomputing import Recomputing
+from .union_find import UnionFind
 from .walks import consumers_of, downstream, labels_of
 
 DEADLINE_EVERY = 256  # pairs tried between two looks at the deadline
@@ -79,13 +81,15 @@ class Group:
         self.reshaping += other.reshaping
 
 
-class Segmenter(GroupKernels, Recomputing):
+class Segmenter(GroupKernels, Recomputing, AxisMapping):
     """Merges the compute nodes of a candidate into groups (:meth:`merge`), then reads each
     group as nvFuser's kernels (:meth:`segments`). ``model`` is the cost model (its ``numel``
     and ``space``); ``order``: the nodes in topological order; ``sinks``: what the kernels must
     write (outputs, barriers' inputs); ``barriers``: a barrier op's output -> its inputs;
     ``inner``: node -> the label of its innermost dim; ``outputs``: the fusion's outputs;
-    ``deadline``: where merging stops (:class:`eqsat.deadline.Cut`)."""
+    ``deadline``: where merging stops (:class:`eqsat.deadline.Cut`); ``alloc_inner``: input
+    -> the label of its innermost allocated dim, where its stride order makes that another
+    than its last logical one."""
 
     def __init__(
         self,
@@ -97,8 +101,10 @@ class Segmenter(GroupKernels, Recomputing):
         inner: dict,
         outputs: set[int],
         deadline: Deadline = NEVER,
+        alloc_inner: dict | None = None,
     ):
         self.model, self.nodes, self.sinks, self.outputs = model, nodes, sinks, outputs
+        self.alloc_inner = alloc_inner or {}  # input -> its innermost allocated label
         self.deadline = deadline
         self.inner = dict(inner)  # with what :meth:`innermost` derives (per candidate)
         self.factories = self.recomputed_factories(order)
@@ -120,6 +126,7 @@ class Segmenter(GroupKernels, Recomputing):
         self.position = {n: i for i, n in enumerate(order)}
         self.cover = {n: self._cover(n) for n in self.compute}
         self.groups = {n: self._group(n) for n in self.compute}
+        self._mapped_labels: UnionFind | None = None  # resize_inner_dims' label classes
 
     def _kernel_graph(self, order, barriers) -> KernelGraph:
         """The groups and the edges between them. A barrier op (matmul, ...) runs between the
@@ -218,6 +225,8 @@ class Segmenter(GroupKernels, Recomputing):
     def compatible(self, a, b) -> bool:
         """Whether one scheduler of nvFuser takes groups ``a`` and ``b`` as one kernel."""
         if self.output_views(a) or self.output_views(b):
+            return False
+        if self.non_unique_broadcast(a, b):
             return False
         if not self.resize_scheduler(a, b):
             return False
@@ -340,7 +349,7 @@ class Segmenter(GroupKernels, Recomputing):
                 outs = {w for w in ga.members + gb.members if self._written(w, a, b)}
             if not outs <= downstream(m, self.consumers, in_kernel):
                 return False
-        return True
+        return outs is None or len(self.resize_inner_dims(a, b, outs)) <= 1
 
     def needs_kernel_input(self, m) -> bool:
         """An indexing op (index_select, gather, ...), a pad or cat of a broadcast dim, or an op

@@ -47,6 +47,9 @@ class Encoding:
     labels: dict[int, int] = field(default_factory=dict)  # term -> label mask (leaves, generic ops)
     dtype: dict[int, int] = field(default_factory=dict)  # term -> dtype code (leaves, generic ops)
     order: dict[int, tuple[int, ...]] = field(default_factory=dict)  # term -> original label order (bits)
+    # input leaf -> the bit of its innermost allocated dim, where its stride order makes that
+    # another dim than its last logical one (``order[-1]``)
+    alloc_inner: dict[int, int] = field(default_factory=dict)
     # boundary output leaf -> (op, terms of its tensor inputs): how the cost model sees a kept op
     links: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     # root terms whose data nothing reads: only a shape query (``fd.ops.shape``) kept as a
@@ -117,6 +120,15 @@ class _Encoder:
         if code is not None:
             self.enc.dtype[tid] = code
         return tid
+
+    def note_allocation(self, tid: int, node: Node, t: TensorType) -> None:
+        """An input's innermost allocated dim (``Encoding.alloc_inner``), where its stride order
+        puts another dim than its last logical one innermost."""
+        order = layout.allocation_order(node.arg("stride_order"), len(t.dims))
+        dims = [t.dims[j] for j in order if not t.dims[j].broadcast]
+        logical = [d for d in t.dims if not d.broadcast]
+        if dims and dims[-1].label != logical[-1].label:
+            self.enc.alloc_inner[tid] = self.enc.bit(dims[-1].label)
 
     def note_order(self, tid: int, t: TensorType) -> None:
         if tid not in self.enc.order:
@@ -435,6 +447,8 @@ class _Encoder:
         for v in node.outputs:
             if isinstance(self.types[v], (TensorType, ScalarType)):
                 self.enc.term_of[v] = self.leaf(v)
+                if node.op == "define_tensor" and isinstance(self.types[v], TensorType):
+                    self.note_allocation(self.enc.term_of[v], node, self.types[v])
                 if not node.is_input and isinstance(self.types[v], TensorType):
                     self.enc.links[self.enc.term_of[v]] = (self.link_op(node), ins)
 
