@@ -4,13 +4,14 @@ nvFuser's segmenter gives such fusions (its scheduler rules, a method each in
 eqsat/cost/segmenter.py), and the corpus benchmark checks the model against nvFuser's real
 counts."""
 
+import importlib
 from dataclasses import replace
 
 import pytest
 import torch
 
 import eqsat
-from helpers import load_bench
+from helpers import BENCH
 
 from eqsat import DataType
 from eqsat.cost.profile import load_profile
@@ -536,12 +537,30 @@ def table_into_two(dtypes, independent):
     return fusion
 
 
+def rotation_of_a_view(dtypes):
+    """q, a slice (a view) of a [4096, 256] input, times a column-major table, plus q's
+    rotation times the table: Phi-3's rotary embedding of one head, as Thunder writes it."""
+
+    def fusion(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=dtypes.Float)
+        table = fd.define_tensor(
+            shape=[-1, -1], contiguity=[True, True], dtype=dtypes.Float, stride_order=[0, 1]
+        )
+        q = fd.ops.slice(x, start_indices=[0, 0], end_indices=[4096, 128], strides=[1, 1])
+        rotated = _rope_halves(fd, q, 4096, 64)
+        fd.add_output(fd.ops.add(fd.ops.mul(q, table), fd.ops.mul(rotated, table)))
+
+    return fusion
+
+
 # (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t")), nvFuser's kernels)
 LAYOUT_AND_BROADCAST_CASES = {
     "rotation of a row-major input": (lambda d: rotation_of_exp(d, [1, 0]), [(4096, 128)], 1),
     "rotation of a column-major input": (lambda d: rotation_of_exp(d, [0, 1]), [(4096, 128, "t")], 2),
     "a table into mapped rows": (lambda d: table_into_two(d, False), [(128,), (16, 128)], 1),
     "a table into unmapped rows": (lambda d: table_into_two(d, True), [(128,), (16, 128), (4, 128)], 2),
+    # the rotation's resize kernel reads q from the input, as the products' kernel does
+    "rotation of a view of an input": (rotation_of_a_view, [(4096, 256), (4096, 128, "t")], 2),
 }
 
 
@@ -561,7 +580,8 @@ def test_resize_layouts_and_unmapped_broadcasts(case):
     within it (hasNonUniqueBcast): a table broadcast into the rows of two independent
     inputs, which meet only in a cat (a resize maps no axis exactly), as Phi-3's rotary
     tables meet dq's and dk's heads; where one input is computed from the other, their rows
-    are mapped."""
+    are mapped. A view of an input is no kernel's: each kernel that reads it reads the input
+    (nvFuser's expression-evaluator segments alias it), so no kernel writes it for another."""
     definition, shapes, want = LAYOUT_AND_BROADCAST_CASES[case]
     inputs = [x.to("meta") for x in _inputs(shapes, "cpu")]
     assert len(eqsat.estimate_fusion(definition(eqsat.DataType), inputs).kernels) == want
@@ -574,7 +594,8 @@ def test_nvfuser_makes_the_kernels_the_model_predicts(case, monkeypatch):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device and nvfuser_direct")
     pytest.importorskip("nvfuser_direct", reason="needs nvfuser_direct")
-    gpu_timing = load_bench(monkeypatch, "gpu_timing")
+    monkeypatch.syspath_prepend(str(BENCH))
+    gpu_timing = importlib.import_module("gpu_timing")
     definition, shapes, want = LAYOUT_AND_BROADCAST_CASES[case]
     fd = gpu_timing.direct_definition(definition)
     inputs = _inputs(shapes, "cuda")

@@ -1,7 +1,8 @@
 """What a kernel computes again rather than reads, as the segmenter (``eqsat.cost.segmenter``)
 reads a candidate: :meth:`Recomputing.recomputed_factories` (factory ops belong to no group,
 unless an output), :meth:`Recomputing.privatized_upcasts` (an upcast of an input is recomputed
-in each kernel), and :meth:`Recomputing.recomputed_chains` (what eqsat's lowering makes a kernel
+in each kernel), :meth:`Recomputing.views_of_inputs` (each kernel reads a view of an input from
+the input), and :meth:`Recomputing.recomputed_chains` (what eqsat's lowering makes a kernel
 recompute from the fusion's inputs rather than read from another kernel).
 """
 
@@ -13,7 +14,7 @@ from eqsat.egraph.terms import DTYPES, ELEMENTWISE_TERMS
 from eqsat.ir import dtypes as dt
 from eqsat.ir.dtypes import ITEMSIZE
 
-from .ops import INDEXERS, Kept
+from .ops import INDEXERS, VIEWS, Kept
 
 if TYPE_CHECKING:  # annotations only
     from .group_kernels import Segment
@@ -58,6 +59,25 @@ class Recomputing:
                 len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)
             ):
                 out[n] = k
+        return out
+
+    def views_of_inputs(self, order) -> set[int]:
+        """Views (reshape, slice, stride order) of the fusion's inputs, and views of those,
+        that are not outputs: nvFuser runs them in no kernel (its expression evaluator's
+        segments alias them to the input), and each kernel that reads one reads its elements
+        from the input. They belong to no group, so that two kernels may read one view rather
+        than one kernel writing it for the other: Phi-3's q and k, views of the fused
+        projection, are read by the rotations' resize kernels and by the kernels that multiply
+        the rotary tables (4 kernels, as nvFuser's segments of Thunder's phi3_05 region on the
+        H100 show, where one kernel writing the view for the other made 6)."""
+        nodes, out = self.nodes, set()
+        for n in order:
+            node = nodes[n]
+            if node.is_scalar or node.op not in VIEWS or n in self.sinks:
+                continue
+            kids = [k for k in node.kids if not nodes[k].is_scalar]
+            if kids and all(nodes[k].op == "Leaf" or k in out for k in kids):
+                out.add(n)
         return out
 
     def _same_space(self, c, n) -> bool:

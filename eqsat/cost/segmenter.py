@@ -110,6 +110,7 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
         self.factories = self.recomputed_factories(order)
         self.consumers = consumers_of(nodes, order)
         self.privatized = self.privatized_upcasts(order)
+        self.input_views = self.views_of_inputs(order)
         self.compute = [
             n
             for n in order
@@ -117,6 +118,7 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
             and not nodes[n].is_scalar
             and n not in self.factories
             and n not in self.privatized
+            and n not in self.input_views
         ]
         self.repeats = self.translated_repeats(order)
         self.relabeling = {n for n in order if self._relabels(n)}
