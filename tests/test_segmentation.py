@@ -9,10 +9,9 @@ from dataclasses import replace
 
 import pytest
 import torch
-
-import eqsat
 from helpers import BENCH
 
+import eqsat
 from eqsat import DataType
 from eqsat.cost.profile import load_profile
 

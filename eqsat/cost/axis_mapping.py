@@ -15,14 +15,16 @@ matched).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from eqsat.egraph.terms import bits
 
-from .ops import REDUCING, RESIZES, VIEWS, Kept
+from .ops import REDUCING, RESIZES, Kept
 from .union_find import UnionFind
 
 
 class AxisMapping:
-    """The segmenter's rules on mapped axes (it sets ``_mapped_labels`` to None at its start)."""
+    """The segmenter's rules on mapped axes."""
 
     def resize_inner_dims(self, a, b, outs) -> set:
         """The innermost dims of what the resize kernel of groups ``a`` and ``b`` reads (its
@@ -33,7 +35,7 @@ class AxisMapping:
         by ``TransposeDomainMap::groupInputsOutputsByInnerDim``): a rotary table read along
         its last dim into a transposed output splits from it."""
         nodes, members = self.nodes, set(self.groups[a].members + self.groups[b].members)
-        find = self.mapped_labels().find
+        find = self.mapped_labels.find
         dims = set()
         for m in members:
             for k in nodes[m].kids:
@@ -48,11 +50,11 @@ class AxisMapping:
                 dims.add(find(i))
         return dims
 
+    @cached_property
     def mapped_labels(self) -> UnionFind:
         """Labels nvFuser maps one to the other along innermost dims: a resized label with the
-        one it came from (slice, pad, cat), a reshape's innermost label with its input's."""
-        if self._mapped_labels is not None:
-            return self._mapped_labels
+        one it came from (slice, pad, cat), a reshape's innermost label with its input's (once
+        per segmenter: the candidate's nodes do not change while it merges)."""
         nodes, classes = self.nodes, UnionFind()
         for m in self.position:
             node = nodes[m]
@@ -67,7 +69,6 @@ class AxisMapping:
                 i, j = self.innermost(m), self.innermost(node.kids[0])
                 if i is not None and j is not None:
                     classes.union(i, j)
-        self._mapped_labels = classes
         return classes
 
     def allocated_inner(self, k) -> int | None:
@@ -84,7 +85,7 @@ class AxisMapping:
             chain.append(k)
             k = node.kids[0]
         inner = self.alloc_inner.get(k, self.innermost(k))
-        find = self.mapped_labels().find
+        find = self.mapped_labels.find
         for v in reversed(chain):  # through the views and casts, outermost first
             if inner is None:
                 return None
@@ -94,11 +95,12 @@ class AxisMapping:
         return inner
 
     def _runs_no_kernel(self, k) -> bool:
-        """Whether ``k``'s group is views alone (nvFuser's no-op segment: no kernel)."""
+        """Whether ``k``'s group is views alone (``GroupKernels.views_alone``: nvFuser's no-op
+        segment, no kernel)."""
         if k not in self.in_compute:
             return True
         group = self.groups.get(self.graph.find(k))
-        return group is not None and all(self.nodes[m].op in VIEWS for m in group.members)
+        return group is not None and self.views_alone(group.members)
 
     def non_unique_broadcast(self, a, b) -> bool:
         """Whether the kernel of groups ``a`` and ``b`` concretizes one broadcast to dims that

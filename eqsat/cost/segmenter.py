@@ -46,7 +46,6 @@ from .group_kernels import GroupKernels
 from .kernel_graph import KernelGraph
 from .ops import INDEXERS, REDUCING, RESIZES, Kept
 from .recomputing import Recomputing
-from .union_find import UnionFind
 from .walks import consumers_of, downstream, labels_of
 
 DEADLINE_EVERY = 256  # pairs tried between two looks at the deadline
@@ -128,7 +127,6 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
         self.position = {n: i for i, n in enumerate(order)}
         self.cover = {n: self._cover(n) for n in self.compute}
         self.groups = {n: self._group(n) for n in self.compute}
-        self._mapped_labels: UnionFind | None = None  # resize_inner_dims' label classes
 
     def _kernel_graph(self, order, barriers) -> KernelGraph:
         """The groups and the edges between them. A barrier op (matmul, ...) runs between the
