@@ -211,6 +211,27 @@ def test_an_output_that_views_a_value_costs_a_segment_of_the_host_s():
         assert ops == pytest.approx(host.per_op_us * len([v for v in views if v[1] == "reshape"])), views
 
 
+def test_a_fusion_of_views_alone_still_costs_an_execute_on_the_host():
+    """A fusion whose outputs only view its inputs runs no kernel, but nvFuser's execute still
+    runs its expression evaluator's segment on the host (about 30 us at steady state on the
+    H200 for ../shared/corpus's fe_tensor_shape_expand_bcast). It costs what the same views
+    cost beside a kernel, less that kernel's segment and op."""
+
+    def views(fd):
+        x, y = _tensor(fd, 2), _tensor(fd, 2)
+        fd.add_output(fd.ops.permute(x, dims=[1, 0]))
+        fd.add_output(fd.ops.broadcast_in_dim(y, shape=[4, 64, 64], broadcast_dims=[1, 2]))
+
+    shapes = [torch.empty(64, 64, device="meta")] * 2
+    host = load_profile(None).host
+    est = eqsat.estimate_fusion(views, shapes)
+    assert est.kernels == [] and est.device_us == 0
+    assert est.host_us == pytest.approx(
+        host.cost_us(segments=2, inputs=2, outputs=2, ops=0, resizes=0, grids=0)
+    )
+    assert est.host_us > host.base_us
+
+
 @pytest.mark.parametrize(
     "dims, shape, want",
     [

@@ -41,7 +41,8 @@ count and bytes are not additive over nodes:
    memory, and normalization). The host cost is nvFuser's per ``execute`` at steady state: a
    base, and a cost per segment (each kernel, and each segment of views the host runs: nvFuser
    puts the outputs that view a value behind a ``segment_set``, ``alias_segments``), per input,
-   output, op, resize op and grid reduction (the profile's ``host``; the default H200 profile,
+   output, op, resize op and grid reduction; a fusion of views alone still pays it, and one that
+   computes nothing and views nothing pays none (the profile's ``host``; the default H200 profile,
    ``h200_host_fit``, holds the fit of bench/host_cost.py, where a segment costs about 7 µs of
    host time, more than most kernels' device time; its ``h200`` twin charges the base alone).
 """
@@ -199,7 +200,7 @@ class CostModel:
                 ]
         est.kernels.sort(key=lambda k: -k.time_us)
         self._describe(est, nodes, barriers, links, set(roots if outputs is None else outputs), inner)
-        if segmenter.compute or self.aliased:
+        if segmenter.compute or self.aliased or self.alias_segments:
             output_count = self.output_count
             if output_count is None:
                 output_count = len(outputs) if outputs is not None else len(roots)
