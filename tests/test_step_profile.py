@@ -146,24 +146,35 @@ def test_table_of_a_recorded_run(sp):
 
 
 def test_the_cost_model_check_sums_thunders_regions_against_the_measured_nvfuser_kernels(sp):
+    """The regions eqsat was given are measured in the Thunder row without eqsat that made as
+    many (the detach executor joins regions: Thunder alone's row measures other ones)."""
     classes = dict.fromkeys(sp.CLASSES, 0.0)
-    thunder = {
-        "config": "phi3 4x2048 2 layers",
-        "variant": "thunder",
-        "by_class_ms": classes | {"nvFuser": 2.0},
-        "kernels_by_class": dict.fromkeys(sp.CLASSES, 0.0) | {"nvFuser": 12.0},
-    }
+
+    def thunder_row(variant, regions, ms, kernels):
+        return {
+            "config": "fp8_current 4x2048 4 blocks",
+            "variant": variant,
+            "by_class_ms": classes | {"nvFuser": ms},
+            "kernels_by_class": dict.fromkeys(sp.CLASSES, 0.0) | {"nvFuser": kernels},
+            "thunder": {
+                "nvfuser_regions": {"forward": [0] * (regions // 2), "backward": [0] * (regions // 2)}
+            },
+        }
+
+    alone, detached = thunder_row("thunder", 6, 6.0, 30.0), thunder_row("thunder-detach", 2, 2.0, 12.0)
     regions = [
         {"kernels_before": 4, "device_before_us": 600.0},
         {"kernels_before": 6, "device_before_us": 900.0},
     ]
     with_eqsat = {
-        "config": "phi3 4x2048 2 layers",
-        "variant": "thunder-eqsat",
+        "config": "fp8_current 4x2048 4 blocks",
+        "variant": "thunder-eqsat-all",
         "eqsat": {"per_region": regions},
+        "thunder": {"nvfuser_regions": {"forward": [0], "backward": [0]}},
     }
     other = {"config": "llama 1x512 2 layers", "variant": "thunder", "error": "dynamo: ..."}
-    text = sp.cost_model_check({"rows": [thunder, with_eqsat, other]})
-    assert text.splitlines()[2] == "| phi3 4x2048 2 layers | 2 | 10 / 12 | 1,500 / 2,000 (-25%) |"
+    text = sp.cost_model_check({"rows": [alone, detached, with_eqsat, other]})
+    assert text.splitlines()[2] == "| fp8_current 4x2048 4 blocks | 2 | 10 / 12 | 1,500 / 2,000 (-25%) |"
     assert len(text.splitlines()) == 3  # the config without both rows is left out
+    assert sp.cost_model_check({"rows": [alone, with_eqsat]}) == ""  # no row made those regions
     assert sp.cost_model_check({"rows": [other]}) == ""

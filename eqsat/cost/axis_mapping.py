@@ -102,6 +102,32 @@ class AxisMapping:
         group = self.groups.get(self.graph.find(k))
         return group is not None and self.views_alone(group.members)
 
+    def resizes_a_broadcast_axis(self, a, b) -> bool:
+        """Whether a resize of the kernel of groups ``a`` and ``b`` (which needs the resize
+        scheduler) resizes an axis that a value of the kernel is broadcast along: nvFuser's
+        resize scheduler rejects it ("Resize of a broadcast ID is not allowed": the resize
+        would reach the broadcast through the broadcast graph, ``ResizeScheduler::
+        canScheduleCompileTime``). A table broadcast into q's rows, q then padded along its
+        rows for a cat, runs as two kernels (H100, nvFuser 0.2.35)."""
+        nodes, groups = self.nodes, (self.groups[a], self.groups[b])
+        broadcast = 0  # labels a member's tensor inputs are broadcast along
+        for m in groups[0].members + groups[1].members:
+            node = nodes[m]
+            if isinstance(node.op, Kept) and not node.op.elementwise:
+                continue
+            for k in node.kids:
+                if not nodes[k].is_scalar and nodes[k].labels:
+                    broadcast |= node.labels & ~nodes[k].labels
+        if not broadcast:
+            return False
+        for m in groups[0].resizing + groups[1].resizing:
+            if nodes[m].op not in RESIZES:
+                continue
+            for k in nodes[m].kids:
+                if not nodes[k].is_scalar and nodes[k].labels & ~nodes[m].labels & broadcast:
+                    return True
+        return False
+
     def non_unique_broadcast(self, a, b) -> bool:
         """Whether the kernel of groups ``a`` and ``b`` concretizes one broadcast to dims that
         are not mapped within it: every scheduler of nvFuser rejects it

@@ -167,13 +167,16 @@ class GroupKernels:
     def views_alone(self, ms) -> bool:
         """A kernel of views of its inputs only (reshape, slice, squeeze) is no kernel:
         nvFuser aliases them (the host cost of the segment it runs them in is the model's:
-        ``CostModel.alias_segments``)."""
-        return all(self.is_view(m) for m in ms)
+        ``CostModel.alias_segments``). Views of a factory (an iota) are not: a kernel writes
+        the values the factory makes."""
+        nodes, factories = self.nodes, self.factories
+        return all(self.is_view(m) and not any(k in factories for k in nodes[m].kids) for m in ms)
 
     def is_view(self, m) -> bool:
-        """A reshape, a slice, a stride order, or a reduction over extent-1 labels (a squeeze)."""
+        """A reshape, a slice, a stride order, a cast to the dtype it has (nvFuser's ``set``), or
+        a reduction over extent-1 labels (a squeeze)."""
         op = self.nodes[m].op
-        if op in VIEWS:
+        if op in VIEWS or self._is_set(m):
             return True
         return op in REDUCING and self.model.numel(self.nodes[m].attrs[0]) <= 1
 

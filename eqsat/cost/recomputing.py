@@ -62,10 +62,10 @@ class Recomputing:
         return out
 
     def views_of_inputs(self, order) -> set[int]:
-        """Views (reshape, slice, stride order) of the fusion's inputs, and views of those,
-        that are not outputs: nvFuser runs them in no kernel (its expression evaluator's
-        segments alias them to the input), and each kernel that reads one reads its elements
-        from the input. They belong to no group, so that two kernels may read one view rather
+        """Views (reshape, slice, stride order, a cast to the same dtype) of the fusion's inputs,
+        and views of those, that are not outputs: nvFuser runs them in no kernel (its expression
+        evaluator's segments alias them to the input), and each kernel that reads one reads its
+        elements from the input. They belong to no group, so that two kernels may read one view rather
         than one kernel writing it for the other: Phi-3's q and k, views of the fused
         projection, are read by the rotations' resize kernels and by the kernels that multiply
         the rotary tables (4 kernels, as nvFuser's segments of Thunder's phi3_05 region on the
@@ -73,12 +73,19 @@ class Recomputing:
         nodes, out = self.nodes, set()
         for n in order:
             node = nodes[n]
-            if node.is_scalar or node.op not in VIEWS or n in self.sinks:
+            if node.is_scalar or not (node.op in VIEWS or self._is_set(n)) or n in self.sinks:
                 continue
             kids = [k for k in node.kids if not nodes[k].is_scalar]
             if kids and all(nodes[k].op == "Leaf" or k in out for k in kids):
                 out.add(n)
         return out
+
+    def _is_set(self, n) -> bool:
+        """A cast to the dtype its input has: nvFuser's ``castOp`` makes it a ``set``
+        (csrc/ops/arith.cpp), which its alias analysis follows as it does a view (Thunder
+        writes such casts after the broadcasts of a stacked q, k, v gradient)."""
+        node = self.nodes[n]
+        return node.op == "Cast" and len(node.kids) == 1 and self.nodes[node.kids[0]].dtype == node.dtype
 
     def _same_space(self, c, n) -> bool:
         """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over

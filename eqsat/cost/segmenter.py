@@ -159,7 +159,9 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
             {space},
             {self.cover[n]},
             [n]
-            if (node.op in RESIZES and n not in self.repeats) or node.op in INDEXERS or n in self.relabeling
+            if (node.op in RESIZES and n not in self.repeats and not padded_cat(self.nodes, n))
+            or node.op in INDEXERS
+            or n in self.relabeling
             else [],
             [n] if node.op is Kept.reshape else [],
         )
@@ -349,7 +351,9 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
                 outs = {w for w in ga.members + gb.members if self._written(w, a, b)}
             if not outs <= downstream(m, self.consumers, in_kernel):
                 return False
-        return outs is None or len(self.resize_inner_dims(a, b, outs)) <= 1
+        if outs is None:
+            return True
+        return not self.resizes_a_broadcast_axis(a, b) and len(self.resize_inner_dims(a, b, outs)) <= 1
 
     def needs_kernel_input(self, m) -> bool:
         """An indexing op (index_select, gather, ...), a pad or cat of a broadcast dim, or an op
@@ -396,10 +400,18 @@ class Segmenter(GroupKernels, Recomputing, AxisMapping):
         return out
 
 
+def padded_cat(nodes, m) -> bool:
+    """A cat of inputs padded already (``manual_padding=True``, as nvfuser_direct prints cats):
+    its output keeps its inputs' axes (``eqsat.ir.shape_typing``), and nvFuser's ``CatOp`` then
+    resizes nothing; its pads do, each on its own input (Thunder's ViT puts the class token
+    before the patches so, and nvFuser runs that with the LayerNorm after it as one kernel)."""
+    return nodes[m].op is Kept.cat and not nodes[m].labels & ~kid_labels(nodes, m)
+
+
 def resizes_broadcast(nodes, m) -> bool:
     """A pad or cat whose input lacks a dim its output has: it resizes a broadcast dim, which
     nvFuser's resize scheduler does not take."""
-    if nodes[m].op not in (Kept.pad, Kept.cat):
+    if nodes[m].op not in (Kept.pad, Kept.cat) or padded_cat(nodes, m):
         return False
     want = bin(nodes[m].labels).count("1")
     return any(bin(nodes[k].labels).count("1") < want for k in nodes[m].kids if not nodes[k].is_scalar)

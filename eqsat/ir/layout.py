@@ -192,16 +192,19 @@ def alias_output_sources(fusion: Any) -> set[int]:
     value the chain starts from (an input, or the first value computed). nvFuser's
     MarkAliasesPreparePass puts a ``segment_set`` after each such value, and its expression
     evaluator runs the views behind it as a segment of their own, on the host: no kernel, a
-    segment's host cost. (Outputs written into an input, ``alias_input``, are not views.)"""
+    segment's host cost. (Outputs written into an input, ``alias_input``, are not views.) A
+    cast to the dtype its input has is one of those views: nvFuser's ``castOp`` makes it a
+    ``set`` (csrc/ops/arith.cpp)."""
     producer = fusion.producer
+    is_view = lambda node: _is_view(producer, node) or _is_set(fusion, node)
     sources = set()
     for out in fusion.outputs:
         if out.alias_input is not None:
             continue
         value, node = out.value, producer.get(out.value)
-        if not _is_view(producer, node):  # computed, or an input: nothing viewed
+        if not is_view(node):  # computed, or an input: nothing viewed
             continue
-        while _is_view(producer, node):
+        while is_view(node):
             value = node.arg("arg").id
             node = producer.get(value)
         sources.add(value)
@@ -212,3 +215,13 @@ def _is_view(producer: dict, node: Any) -> bool:
     if node is None or node.opaque:
         return False
     return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(producer, node))
+
+
+def _is_set(fusion: Any, node: Any) -> bool:
+    """A ``cast`` of a tensor to the dtype it has."""
+    if node is None or node.opaque or node.op != "cast":
+        return False
+    types = fusion.types.of
+    arg, out = types.get(node.arg("arg").id), types.get(node.outputs[0])
+    tensors = hasattr(arg, "dims") and hasattr(out, "dims")  # TensorType (axes imports this module)
+    return tensors and arg.dtype == out.dtype
