@@ -58,7 +58,7 @@ class AxisMapping:
         nodes, classes = self.nodes, UnionFind()
         for m in self.position:
             node = nodes[m]
-            if node.op in RESIZES or node.op is Kept.cat:
+            if node.op in RESIZES:
                 for k in node.kids:
                     if nodes[k].is_scalar:
                         continue
@@ -112,12 +112,9 @@ class AxisMapping:
         nodes, groups = self.nodes, (self.groups[a], self.groups[b])
         broadcast = 0  # labels a member's tensor inputs are broadcast along
         for m in groups[0].members + groups[1].members:
-            node = nodes[m]
-            if isinstance(node.op, Kept) and not node.op.elementwise:
-                continue
-            for k in node.kids:
+            for k in nodes[m].kids:
                 if not nodes[k].is_scalar and nodes[k].labels:
-                    broadcast |= node.labels & ~nodes[k].labels
+                    broadcast |= broadcast_along(nodes[m], nodes[k])
         if not broadcast:
             return False
         for m in groups[0].resizing + groups[1].resizing:
@@ -145,7 +142,6 @@ class AxisMapping:
         broadcasts: dict[int, list] = {}  # value -> (member, labels it is broadcast along)
         for m in members:
             node = nodes[m]
-            elementwise = not isinstance(node.op, Kept) or node.op.elementwise
             came_from = set()
             for k in node.kids:
                 kid = nodes[k]
@@ -154,8 +150,8 @@ class AxisMapping:
                 for label in bits(node.labels & kid.labels):
                     mapped.union((m, label), (k, label))
                 sources = origins.get(k, {k}) if k in inside else {k}
-                missing = node.labels & ~kid.labels
-                if missing and elementwise:
+                missing = broadcast_along(node, kid)
+                if missing:
                     for o in sources:
                         broadcasts.setdefault(o, []).append((m, missing))
                 came_from |= sources
@@ -168,3 +164,11 @@ class AxisMapping:
             if len(classes) > width - nodes[o].labels.bit_count():
                 return True
         return False
+
+
+def broadcast_along(node, kid) -> int:
+    """The labels along which elementwise ``node`` broadcasts its input ``kid`` (those it has
+    and ``kid`` lacks); none for a kept op that is not elementwise (a reshape, a pad)."""
+    if isinstance(node.op, Kept) and not node.op.elementwise:
+        return 0
+    return node.labels & ~kid.labels

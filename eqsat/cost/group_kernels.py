@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .ops import REDUCING, VIEWS, Kept
+from .ops import REDUCING, Kept
 from .profile import KernelKind
 from .walks import depends_on, feeding, upstream_within
 
@@ -175,10 +175,9 @@ class GroupKernels:
     def is_view(self, m) -> bool:
         """A reshape, a slice, a stride order, a cast to the dtype it has (nvFuser's ``set``), or
         a reduction over extent-1 labels (a squeeze)."""
-        op = self.nodes[m].op
-        if op in VIEWS or self._is_set(m):
+        if self.aliases_input(m):
             return True
-        return op in REDUCING and self.model.numel(self.nodes[m].attrs[0]) <= 1
+        return self.nodes[m].op in REDUCING and self.model.numel(self.nodes[m].attrs[0]) <= 1
 
     def innermost_reduction_epilogue(self, ms, keys) -> tuple[list, list] | None:
         """nvFuser's reduction scheduler, reducing the innermost axis, fuses no op after the

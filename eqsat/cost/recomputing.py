@@ -73,12 +73,17 @@ class Recomputing:
         nodes, out = self.nodes, set()
         for n in order:
             node = nodes[n]
-            if node.is_scalar or not (node.op in VIEWS or self._is_set(n)) or n in self.sinks:
+            if node.is_scalar or not self.aliases_input(n) or n in self.sinks:
                 continue
             kids = [k for k in node.kids if not nodes[k].is_scalar]
             if kids and all(nodes[k].op == "Leaf" or k in out for k in kids):
                 out.add(n)
         return out
+
+    def aliases_input(self, n) -> bool:
+        """Whether nvFuser's alias analysis makes node ``n`` a view of its input: a view op, or
+        a cast to the dtype it has (:meth:`_is_set`)."""
+        return self.nodes[n].op in VIEWS or self._is_set(n)
 
     def _is_set(self, n) -> bool:
         """A cast to the dtype its input has: nvFuser's ``castOp`` makes it a ``set``
