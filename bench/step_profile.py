@@ -229,7 +229,7 @@ def config_key(c: dict) -> str:
     return f"{c['model']} {c['batch']}x{c['seq']} {blocks}"
 
 
-def build(key: str, model, how: str | None):
+def build(key: str, model, how: str | None, pieces: str = "inductor"):
     """(callable model, eqsat transform or None, ThunderCompiler or None) of variant ``key``."""
     import torch
 
@@ -260,14 +260,45 @@ def build(key: str, model, how: str | None):
 
         transforms.append(CUDAGraphTransform())  # after Optimize: it regroups the regions
     options = {"transforms": transforms}
-    if ours:  # eqsat's executors (cuDNN attention, aligned linear) before Thunder's own
-        options["executors"] = eqsat.thunder.executors(attention="attention" in ours, linear="linear" in ours)
+    if ours:  # eqsat's executors (cuDNN attention, aligned linear, detach) before Thunder's own
+        options["executors"] = eqsat.thunder.executors(**executor_flags(ours))
     if how == "jit":
         return thunder.jit(model, **options), opt, None
+    backend = thunder_compiler(options, pieces)
+    return torch.compile(model, backend=backend), opt, backend
+
+
+def executor_flags(ours: tuple) -> dict:
+    """``eqsat.thunder.executors``' keywords for a variant's executors: each one listed, and no other."""
+    return {name: name in ours for name in EXECUTORS}
+
+
+def thunder_compiler(options: dict, pieces: str):
+    """Thunder as torch.compile's backend. ``pieces`` says what runs the pieces of Dynamo's graph
+    that Thunder does not take: "inductor" (ThunderCompiler's way: ``torch._inductor.compile``)
+    or "eager" (the piece's own graph, as torch runs it). Inductor's pieces assert the strides
+    eager would give their inputs; Thunder 0.2.6 hands Llama's and Qwen2's pieces other strides
+    (docs/step-profile.md), and an eager piece takes any."""
     from thunder.dynamo import ThunderCompiler
 
-    backend = ThunderCompiler(**options)
-    return torch.compile(model, backend=backend), opt, backend
+    if pieces == "inductor":
+        return ThunderCompiler(**options)
+    if pieces != "eager":
+        raise ValueError(f"pieces: 'inductor' or 'eager', not {pieces!r}")
+
+    class EagerPiecesCompiler(ThunderCompiler):
+        # ThunderCompiler.__call__ hands torch._inductor.compile to its splitter when called
+        def __call__(self, gm, sample_args):
+            import torch._inductor
+
+            inductor_compile = torch._inductor.compile
+            torch._inductor.compile = lambda graph_module, example_inputs: graph_module
+            try:
+                return super().__call__(gm, sample_args)
+            finally:
+                torch._inductor.compile = inductor_compile
+
+    return EagerPiecesCompiler(**options)
 
 
 def free() -> None:
@@ -465,7 +496,7 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
         model = copy.deepcopy(base)
         fn = opt = backend = None
         try:
-            fn, opt, backend = build(key, model, how)
+            fn, opt, backend = build(key, model, how, args.dynamo_pieces)
             mark = key == "compile-ro"
 
             def step():
@@ -482,6 +513,8 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
             loss = float(step().detach())
             torch.cuda.synchronize()
             row = {"how": how, "first_call_s": time.perf_counter() - clock, "loss": loss}
+            if backend is not None:  # through Dynamo: what ran the pieces Thunder did not take
+                row["dynamo_pieces"] = args.dynamo_pieces
             if "attention" in VARIANTS[key][4]:  # how eqsat's cuDNN attention ran in the first step
                 row["attention_calls"] = dict(_executor_calls("cudnn_attention") - calls)
             if "linear" in VARIANTS[key][4]:  # the linear layers eqsat ran padded in the first step
@@ -895,6 +928,13 @@ def parse_args(argv):
         "--no-kv-cache",
         action="store_true",
         help="call transformers' models with use_cache=False (Thunder 0.2.6 then fails on Phi-3 and Llama)",
+    )
+    p.add_argument(
+        "--dynamo-pieces",
+        choices=("inductor", "eager"),
+        default="inductor",
+        help="what runs the pieces of Dynamo's graph Thunder does not take (default %(default)s: "
+        "ThunderCompiler's; eager gets Llama and Qwen2 past Inductor's stride asserts)",
     )
     p.add_argument("--runs", type=int, default=15, help="steady-state steps timed (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3)

@@ -178,3 +178,39 @@ def test_the_cost_model_check_sums_thunders_regions_against_the_measured_nvfuser
     assert len(text.splitlines()) == 3  # the config without both rows is left out
     assert sp.cost_model_check({"rows": [alone, with_eqsat]}) == ""  # no row made those regions
     assert sp.cost_model_check({"rows": [other]}) == ""
+
+
+def test_each_variant_asks_for_its_own_executors_and_no_other(sp):
+    # session 45: the detach executor came with every variant that listed any executor of eqsat's
+    assert sp.executor_flags(("attention",)) == {"attention": True, "linear": False, "detach": False}
+    assert sp.executor_flags(("linear",)) == {"attention": False, "linear": True, "detach": False}
+    assert sp.executor_flags(sp.VARIANTS["thunder-eqsat-all"][4]) == dict.fromkeys(sp.EXECUTORS, True)
+
+
+def test_eager_pieces_run_dynamos_graph_where_inductor_would_compile_it(sp, monkeypatch):
+    import sys
+    import types
+
+    import torch._inductor
+
+    class ThunderCompiler:  # stands in for Thunder's: its splitter compiles a piece with Inductor
+        def __init__(self, **options):
+            self.options = options
+
+        def __call__(self, gm, sample_args):
+            return torch._inductor.compile(gm, sample_args)
+
+    dynamo = types.ModuleType("thunder.dynamo")
+    dynamo.ThunderCompiler = ThunderCompiler
+    monkeypatch.setitem(sys.modules, "thunder", types.ModuleType("thunder"))
+    monkeypatch.setitem(sys.modules, "thunder.dynamo", dynamo)
+    inductor_compile = torch._inductor.compile
+    piece = torch.fx.symbolic_trace(torch.nn.ReLU())
+
+    backend = sp.thunder_compiler({"transforms": []}, "eager")
+    assert isinstance(backend, ThunderCompiler) and backend.options == {"transforms": []}
+    assert backend(piece, [torch.zeros(2)]) is piece
+    assert torch._inductor.compile is inductor_compile
+    assert type(sp.thunder_compiler({}, "inductor")) is ThunderCompiler
+    with pytest.raises(ValueError, match="pieces"):
+        sp.thunder_compiler({}, "triton")
