@@ -17,7 +17,8 @@ recomputes the cost model's predictions for a recorded run (no GPU needed), so t
 segmentation model and a profile can be checked against nvFuser's real kernel counts and times.
 A GPU run records the host probe (``eqsat.testing.host_probe``: a one-op fusion's steady-state
 time, before and after the corpus) as ``host_probe_us``, and on each row the probe of the call
-that measured it (``--resume`` continues a run on another machine); ``--host-scale auto``
+that measured it, measured again right before the row (``host_probe_start_us``: the call's
+first; ``--resume`` continues a run on another machine); ``--host-scale auto``
 predicts each row with the profile's host constants scaled to its machine, apart from the
 model's own error (nvFuser's host cost differed by 1.7x between two sessions on the same kind
 of GPU).
@@ -505,16 +506,19 @@ def main(argv=None) -> int:
     start = time.time()
     device = torch.cuda.get_device_name(0)
     probes = _probe([])  # this machine's host speed, before and after
+    probe_now = _probe_measurer() if probes else None
     for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
+        beside = probe_now() if probe_now else None  # the host's speed right before this row
         try:
             rows.append(run_one(path, args.runs, args.profile, args.frontend, args.min_gain, args.relower))
         except Exception as err:
             rows.append({"name": path.stem, "error": "".join(traceback.format_exception(err))[-2000:]})
         r = rows[-1]
         if probes:  # the host speed this row was measured at (a resumed run mixes machines)
-            r["host_probe_us"] = probes[0]
+            r["host_probe_us"] = beside if beside is not None else probes[0]
+            r["host_probe_start_us"] = probes[0]
         msg = (
             r.get("error", "").splitlines()[-1:]
             if "error" in r
@@ -552,6 +556,18 @@ def _probe(probes: list[float]) -> list[float]:
         flush=True,
     )
     return [*probes, us]
+
+
+def _probe_measurer():
+    """The host probe measured again before each row (None where it cannot be set up: the
+    rows then take the run's first probe)."""
+    try:
+        measure = host_probe.measurer(runs=100)
+        measure()
+    except Exception as err:  # a side measurement, as in _probe
+        print(f"host probe per row: not measured ({type(err).__name__}: {err})", flush=True)
+        return None
+    return measure
 
 
 def _write(path, device, rows, probes):

@@ -47,6 +47,8 @@ def test_the_probe_runs_on_nvfuser():
     us = host_probe.measure_us(runs=50)
     assert 1 < us < 10_000
     assert 0.1 < host_probe.host_scale(us) < 20
+    again = host_probe.measurer(runs=50)  # defined once, measured beside each corpus row
+    assert all(1 < again() < 10_000 for _ in range(2))
 
 
 def test_a_resumed_corpus_run_scales_each_row_by_its_own_machines_probe(monkeypatch):
