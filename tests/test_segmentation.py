@@ -655,6 +655,25 @@ def iota_set_output(dtypes):
     return fusion
 
 
+def repeated_keys_and_values(dtypes):
+    """Grouped keys and values, [b, 2, s, d] each, repeated to 8 heads as Thunder writes
+    ``repeat_kv``: broadcast, cast to their own dtype, expanded to [b, 2, 4, s, d] and reshaped
+    to [b, 8, s, d]. The reshape merges the expanded axis with the heads: not a view, a kernel
+    that writes the repeated tensor, one per output (nvFuser's count in session 45's Llama
+    region ``thunder_llama_06``, H100: 2 pointwise kernels beside the labels' pad)."""
+
+    def fusion(fd):
+        for _ in range(2):
+            part = fd.define_tensor(shape=[2, 2, 256, 64], contiguity=[True] * 4, dtype=dtypes.BFloat16)
+            wide = fd.ops.cast(
+                fd.ops.broadcast(part, [False, False, True, False, False]), dtype=dtypes.BFloat16
+            )
+            heads = fd.ops.expand(wide, shape=[2, 2, 4, 256, 64])
+            fd.add_output(fd.ops.reshape(heads, new_shape=[2, 8, 256, 64]))
+
+    return fusion
+
+
 # name -> (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t"), "bf16"
 # last where not float32), the kernels nvFuser makes of it (H100, nvFuser 0.2.35, as given on
 # nvfuser_direct: test_nvfuser_makes_the_kernels_the_model_predicts), and where the model is
@@ -693,6 +712,12 @@ LAYOUT_AND_BROADCAST_CASES = {
         None,
     ),
     "an iota cast to its own dtype as an output": (iota_set_output, [], 1, None),
+    "grouped keys and values repeated to every head": (
+        repeated_keys_and_values,
+        [(2, 2, 256, 64, "bf16")] * 2,
+        2,
+        None,
+    ),
 }
 
 
@@ -717,7 +742,8 @@ def test_resize_layouts_and_unmapped_broadcasts(case):
     only in a cat. A view of an input is no kernel's: each kernel that reads it reads the input
     (nvFuser's expression-evaluator segments alias it), so no kernel writes it for another; a
     cast to the dtype a value has is such a view (nvFuser's castOp makes it a ``set``); a cat of
-    values padded already resizes nothing itself; a view of an iota is a kernel's."""
+    values padded already resizes nothing itself; a view of an iota is a kernel's; a reshape
+    that merges an expanded axis is no view."""
     definition, shapes, want, known_miss = LAYOUT_AND_BROADCAST_CASES[case]
     if known_miss:
         pytest.xfail(f"nvFuser makes {want} kernels; {known_miss}")

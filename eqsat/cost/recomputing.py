@@ -82,8 +82,21 @@ class Recomputing:
 
     def aliases_input(self, n) -> bool:
         """Whether nvFuser's alias analysis makes node ``n`` a view of its input: a view op, or
-        a cast to the dtype it has (:meth:`_is_set`)."""
-        return self.nodes[n].op in VIEWS or self._is_set(n)
+        a cast to the dtype it has (:meth:`_is_set`), but not a reshape that makes an expanded
+        axis concrete (:meth:`_materializes`)."""
+        return (self.nodes[n].op in VIEWS and not self._materializes(n)) or self._is_set(n)
+
+    def _materializes(self, n) -> bool:
+        """A reshape with more elements than its input: it merges an axis that was broadcast
+        and expanded (a labels-free axis here) with another, so the expanded values must be
+        written. Thunder writes one to repeat grouped keys and values to every head
+        (``broadcast``, ``expand``, ``reshape`` to [b, heads, s, d]): nvFuser ran each as a
+        pointwise kernel that writes the repeated tensor (H100, session 45's Llama region
+        ``thunder_llama_06``: 2 such kernels of 6.8 us beside the labels' pad)."""
+        node, numel = self.nodes[n], self.model.numel
+        if node.op is not Kept.reshape or not node.kids:
+            return False
+        return numel(node.labels) > numel(self.nodes[node.kids[0]].labels)
 
     def _is_set(self, n) -> bool:
         """A cast to the dtype its input has: nvFuser's ``castOp`` makes it a ``set``
