@@ -96,3 +96,40 @@ def test_the_host_microbenchmarks_are_fusions_that_run(monkeypatch):
         if name.startswith("rotary"):
             assert bench.features(fusion, 1, 0)["resizes"] == 3 * int(name[len("rotary") :])
     assert {"resizes32", "rotary8", "segments12", "full_sums4", "full_sum_small", "alias_outputs4"} <= names
+
+
+def test_a_corpus_run_records_the_host_probe_beside_each_row(monkeypatch, tmp_path):
+    """bench/corpus.py on a GPU measures the probe again right before each fusion: the host's
+    speed drifts within one call (18.1 to 36.3 us in session 45's), so each row keeps its own
+    (``host_probe_us``) beside the call's first (``host_probe_start_us``). Here the GPU, the
+    probe and the fusion's run are stand-ins."""
+    import json
+
+    import torch
+    from helpers import load_bench
+
+    bench = load_bench(monkeypatch, "corpus")
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("")
+    readings = iter([20.0, 21.0, 30.0, 40.0, 22.0])  # the call's first, setup, a's, b's, the last
+    monkeypatch.setattr(bench.host_probe, "measure_us", lambda runs=200: next(readings))
+    monkeypatch.setattr(bench.host_probe, "measurer", lambda runs=200: lambda: next(readings))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "a stand-in GPU")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    given = {"us": 1.0, "steady_us": 1.0, "device_us": 1.0, "kernels": 1}
+    row = lambda path, *a: {
+        "name": path.stem,
+        "given": given,
+        "optimized": given,
+        "predicted_before": {"kernels": 1, "time_us": 1.0},
+        "predicted_after": {"kernels": 1, "time_us": 1.0},
+    }
+    monkeypatch.setattr(bench, "run_one", row)
+    monkeypatch.setattr(bench, "summarize", lambda rows: {})
+    monkeypatch.setattr(bench, "table", lambda rows: "")
+    out = tmp_path / "run.json"
+    assert bench.main(["--corpus", str(tmp_path), "--json", str(out)]) == 0
+    rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    assert (rows["a"]["host_probe_us"], rows["b"]["host_probe_us"]) == (30.0, 40.0)
+    assert rows["a"]["host_probe_start_us"] == rows["b"]["host_probe_start_us"] == 20.0
