@@ -505,12 +505,13 @@ def main(argv=None) -> int:
     done = {r["name"] for r in rows}
     start = time.time()
     device = torch.cuda.get_device_name(0)
-    probes = _probe([])  # this machine's host speed, before and after
-    probe_now = _probe_measurer() if probes else None
+    measure = _probe_measurer()  # the host probe, defined once (None where it cannot be)
+    probes = _probe([], measure)  # this machine's host speed, before and after
     for path in corpus_paths(corpora, args.only):
         if path.stem in done:
             continue
-        beside = probe_now() if probe_now else None  # the host's speed right before this row
+        # the host's speed right before this row
+        beside = _measure_probe(measure, runs=100) if probes else None
         try:
             rows.append(run_one(path, args.runs, args.profile, args.frontend, args.min_gain, args.relower))
         except Exception as err:
@@ -536,38 +537,46 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
         if args.json:  # after every fusion: a run cut short keeps what it measured
             _write(args.json, device, rows, probes)
-    probes = _probe(probes)
+    probes = _probe(probes, measure)
     if args.json:
         _write(args.json, device, rows, probes)
     print("\n" + table(rows) + "\n\n" + json.dumps(summarize(rows), indent=1))
     return 0
 
 
-def _probe(probes: list[float]) -> list[float]:
-    """``probes`` and one more measurement of the host probe (none where it fails: said, and the
-    run goes on)."""
+def _probe_measurer():
+    """The host probe's measurement (``eqsat.testing.host_probe.measurer``), its fusion
+    defined once for the run's first probe, the one beside each row and the last; None where
+    it cannot be set up (said, and the run goes on without probes)."""
     try:
-        us = host_probe.measure_us()
+        return host_probe.measurer()
     except Exception as err:  # the probe is a side measurement: the corpus matters more
         print(f"host probe failed: {type(err).__name__}: {err}", flush=True)
+        return None
+
+
+def _measure_probe(measure, runs: int = 200) -> float | None:
+    """One measurement of the host probe in µs (None where there is no probe, or it fails:
+    said, and the run goes on)."""
+    if measure is None:
+        return None
+    try:
+        return measure(runs)
+    except Exception as err:  # a side measurement, as above
+        print(f"host probe failed: {type(err).__name__}: {err}", flush=True)
+        return None
+
+
+def _probe(probes: list[float], measure) -> list[float]:
+    """``probes`` and one more measurement of the host probe (none where it fails)."""
+    us = _measure_probe(measure)
+    if us is None:
         return probes
     print(
         f"host probe: {us:.1f} us at steady state (predicted {host_probe.predicted().time_us:.1f})",
         flush=True,
     )
     return [*probes, us]
-
-
-def _probe_measurer():
-    """The host probe measured again before each row (None where it cannot be set up: the
-    rows then take the run's first probe)."""
-    try:
-        measure = host_probe.measurer(runs=100)
-        measure()
-    except Exception as err:  # a side measurement, as in _probe
-        print(f"host probe per row: not measured ({type(err).__name__}: {err})", flush=True)
-        return None
-    return measure
 
 
 def _write(path, device, rows, probes):

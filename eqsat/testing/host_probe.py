@@ -50,17 +50,18 @@ def predicted(profile: Profile | str | None = None):
 
 def measure_us(runs: int = 200) -> float:
     """The probe's median time at steady state on this machine's GPU, in µs (nvFuser needed)."""
-    return measurer(runs)()
+    return measurer()(runs)
 
 
-def measurer(runs: int = 200):
-    """A function that measures the probe again each time it is called (µs, as
-    :func:`measure_us`), the fusion defined and its inputs moved once: a run can measure the
-    host's speed beside each of its measurements, since it drifts within a run too."""
+def measurer():
+    """A function of ``runs`` (default 200) that measures the probe again each time it is
+    called (µs, as :func:`measure_us`), the fusion defined and its inputs moved once: a run
+    can measure the host's speed beside each of its measurements, since it drifts within a
+    run too."""
     repro = probe()
     fd = as_given(repro, "nvfuser_direct")
     inputs = to_device(repro.inputs, "cuda", repro.fusion)
-    return lambda: throughput_us(lambda: fd.execute(inputs), runs, warmup=20)
+    return lambda runs=200: throughput_us(lambda: fd.execute(inputs), runs, warmup=20)
 
 
 def host_scale(measured_us: float, profile: Profile | str | None = None) -> float:
