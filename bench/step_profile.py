@@ -40,7 +40,9 @@ A step is forward + backward + zero_grad(set_to_none). Per (model, variant) row:
   (``thunder.trace_ops``: what the last forward and backward execution traces hold outside
   nvFuser's regions; ``split_reasons``: what Thunder left to Inductor);
 - ``peak_mem_gib``: ``torch.cuda.max_memory_allocated`` over one step (``mem_before_gib``: what
-  was allocated before it);
+  was allocated before it); with ``--memory-at-peak``, ``memory_at_peak``: one more step under
+  the allocator's recorder, and what its own allocations held at their peak, grouped by where
+  each was made (the Thunder trace's statement, then the innermost file outside torch);
 - the loss, and whether it is within 2% of eager's; for Thunder + eqsat, eqsat's report summary
   and per nvFuser region the cost model's segments (kernels), bytes, device and host time of
   Thunder's definition (``eqsat.per_region``); with eqsat's cuDNN attention, how its calls
@@ -178,6 +180,65 @@ def launch_kind(name: str) -> str | None:
     return None
 
 
+def live_at_peak(trace: list, where, top: int = 12) -> dict:
+    """What the step's own allocations held at their peak, from the CUDA caching allocator's
+    trace of one step (``torch.cuda.memory._snapshot()["device_traces"][device]``, recorded from
+    the step's start): a block counts from its ``alloc`` to its ``free_completed``; blocks
+    allocated before the recording are not in the trace and not counted. The live blocks are
+    grouped by ``where(frames)`` (frames innermost first), largest first; ``peak_by`` is where
+    the allocation that reached the peak was made."""
+    sizes, cur, peak, at = {}, 0, 0, -1
+    for i, e in enumerate(trace):
+        action = e.get("action")
+        if action == "alloc":
+            sizes[e["addr"]] = e["size"]
+            cur += e["size"]
+            if cur > peak:
+                peak, at = cur, i
+        elif action == "free_completed" and e.get("addr") in sizes:
+            cur -= sizes.pop(e["addr"])
+    live = {}
+    for e in trace[: at + 1]:  # again, up to the event that reached the peak
+        if e.get("action") == "alloc":
+            live[e["addr"]] = e
+        elif e.get("action") == "free_completed":
+            live.pop(e.get("addr"), None)
+    held, blocks = Counter(), Counter()
+    for e in live.values():
+        key = where(e.get("frames") or [])
+        held[key] += e["size"]
+        blocks[key] += 1
+    return {
+        "peak_added_gib": peak / GIB,
+        "peak_by": where(trace[at].get("frames") or []) if at >= 0 else None,
+        "live": [{"where": k, "mib": v / float(1 << 20), "blocks": blocks[k]} for k, v in held.most_common(top)],
+    }
+
+
+def frame_where(frames: list, text=None) -> str:
+    """Where a block was allocated, for :func:`live_at_peak`: the innermost frame of a program
+    Python has no file for (Thunder's traces, with the statement where ``text(filename, line)``
+    finds it), then the innermost frame outside torch's and Python's own files."""
+    generated = next((f for f in frames if not f.get("filename", "").endswith(".py")), None)
+    own = next(
+        (
+            f
+            for f in frames
+            if f.get("filename", "").endswith(".py")
+            and not any(s in f["filename"] for s in ("/torch/", "/python3.", "/lib/python"))
+        ),
+        None,
+    )
+    parts = []
+    if generated is not None:
+        line = (text(generated["filename"], generated["line"]) if text else "") or ""
+        parts.append(f"{generated['filename']}:{generated['line']} {generated.get('name', '')} {line.strip()[:120]}")
+    if own is not None:
+        short = "/".join(own["filename"].split("/")[-3:])
+        parts.append(f"{short}:{own['line']} {own.get('name', '')}")
+    return " | ".join(parts) or "(no frame)"
+
+
 def card_of(device: str) -> str:
     for c in ("H200", "H100", "A100", "B200", "L40"):
         if c in device:
@@ -307,6 +368,29 @@ def free() -> None:
     torch._dynamo.reset()
     gc.collect()
     torch.cuda.empty_cache()
+
+
+def memory_at_peak(step, top: int) -> dict:
+    """One step under the CUDA caching allocator's recorder (Python stacks): what the step's
+    own allocations held at their peak, by where they were made (:func:`live_at_peak`)."""
+    import linecache
+
+    import torch
+
+    record = torch.cuda.memory._record_memory_history
+    torch.cuda.synchronize()
+    try:
+        record(enabled="all", context="all", stacks="python", max_entries=1_000_000, clear_history=True)
+    except TypeError:  # a torch without clear_history
+        record(enabled="all", context="all", stacks="python", max_entries=1_000_000)
+    try:
+        step()
+        torch.cuda.synchronize()
+        snapshot = torch.cuda.memory._snapshot()
+    finally:
+        record(enabled=None)
+    trace = snapshot["device_traces"][torch.cuda.current_device()]
+    return live_at_peak(trace, lambda frames: frame_where(frames, linecache.getline), top)
 
 
 def profile_events(step, n: int, cpu: bool):
@@ -544,6 +628,11 @@ def run_row(base, loss_fn, key: str, hows: list, args) -> dict:
             step()
             torch.cuda.synchronize()
             row.update(mem_before_gib=before / GIB, peak_mem_gib=torch.cuda.max_memory_allocated() / GIB)
+            if args.memory_at_peak:
+                try:
+                    row["memory_at_peak"] = memory_at_peak(step, args.top + 8)
+                except Exception as err:  # a diagnosis: the row stands without it
+                    row["memory_at_peak"] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
             try:
                 dm = device_map(profile_events(step, args.profile_steps, cpu=False), args.profile_steps)
             except Exception as err:  # the timings above stand without the profile
@@ -942,6 +1031,12 @@ def parse_args(argv):
         "--profile-steps", type=int, default=3, help="steps profiled back to back (default %(default)s)"
     )
     p.add_argument("--top", type=int, default=12, help="top kernels kept per row (default %(default)s)")
+    p.add_argument(
+        "--memory-at-peak",
+        action="store_true",
+        help="record one more step's allocations and keep what was live at its peak, by where it "
+        "was allocated (row's memory_at_peak)",
+    )
     p.add_argument(
         "--budget-s", type=float, default=540.0, help="time guard for the whole run (default %(default)s)"
     )

@@ -214,3 +214,43 @@ def test_eager_pieces_run_dynamos_graph_where_inductor_would_compile_it(sp, monk
     assert type(sp.thunder_compiler({}, "inductor")) is ThunderCompiler
     with pytest.raises(ValueError, match="pieces"):
         sp.thunder_compiler({}, "triton")
+
+
+def test_memory_at_peak_lists_what_the_steps_allocations_held_when_they_peaked(sp):
+    def alloc(addr, size, name):
+        return {"action": "alloc", "addr": addr, "size": size, "frames": [{"filename": "x.py", "line": 1, "name": name}]}
+
+    def free(addr, size):
+        return {"action": "free_completed", "addr": addr, "size": size}
+
+    trace = [
+        free(99, 7 << 20),  # allocated before the recording: not counted
+        alloc(1, 4 << 20, "saved"),
+        alloc(2, 8 << 20, "workspace"),
+        free(2, 8 << 20),
+        alloc(3, 2 << 20, "saved"),
+        alloc(4, 8 << 20, "grad"),  # the peak: 4 + 2 + 8 MiB
+        free(4, 8 << 20),
+        free(1, 4 << 20),
+        alloc(5, 1 << 20, "late"),
+    ]
+    out = sp.live_at_peak(trace, lambda frames: frames[0]["name"], top=5)
+    assert out["peak_added_gib"] * 1024 == 14
+    assert out["peak_by"] == "grad"
+    assert [(g["where"], g["mib"], g["blocks"]) for g in out["live"]] == [("grad", 8, 1), ("saved", 6, 2)]
+
+
+def test_where_a_block_was_allocated_names_thunders_statement_then_the_first_file_outside_torch(sp):
+    frames = [  # innermost first
+        {"filename": "/venv/lib/python3.12/site-packages/torch/_ops.py", "line": 10, "name": "__call__"},
+        {"filename": "/work/eqsat/thunder/cudnn_attention.py", "line": 159, "name": "backward_impl"},
+        {"filename": "thunder.backward_fn_3", "line": 42, "name": "backward_fn"},
+        {"filename": "/work/model.py", "line": 5, "name": "step"},
+    ]
+    text = {("thunder.backward_fn_3", 42): "  (t1, t2) = cudnn_sdpa_bwd(q, k, v)\n"}
+    where = sp.frame_where(frames, lambda f, n: text.get((f, n), ""))
+    assert where == (
+        "thunder.backward_fn_3:42 backward_fn (t1, t2) = cudnn_sdpa_bwd(q, k, v) | "
+        "eqsat/thunder/cudnn_attention.py:159 backward_impl"
+    )
+    assert sp.frame_where([]) == "(no frame)"
