@@ -9,7 +9,9 @@ hooks mark the causal masks the executor then runs as ``is_causal``), Thunder wi
 aligned-linear executor [thunder-linear] (``eqsat.thunder.aligned_linear``: a linear layer with
 unaligned output features, gpt2's head, on padded operands), Thunder with eqsat's detach
 executor [thunder-detach] (``eqsat.thunder.detach_executor``: ``detach`` as a view nvFuser
-fuses), all of eqsat with all three executors [thunder-eqsat-all], and both Thunders under
+fuses), all of eqsat with all three executors [thunder-eqsat-all] (grouped-query attention on
+the key-value heads as they are; [thunder-eqsat-all-repeat]: on their repeats, as Thunder traced
+them), and both Thunders under
 Thunder's CUDA graphs [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
@@ -101,10 +103,19 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, eqsat's executo
         False,
         ("attention", "linear", "detach"),
     ),
+    "thunder-eqsat-all-repeat": (
+        "Thunder+eqsat, all of eqsat's executors, keys and values repeated",
+        True,
+        True,
+        False,
+        ("attention", "linear", "detach"),
+    ),
     "thunder-cg": ("Thunder CUDA graphs", True, False, True, ()),
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, ()),
 }
 EXECUTORS = ("attention", "linear", "detach")  # eqsat.thunder.executors' keywords
+# Optimize(grouped_attention=False): attention on the repeats of grouped keys and values
+REPEATED_KV = ("thunder-eqsat-all-repeat",)
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
 DEFAULT_MODELS = (
     "phi3@4x2048,llama@4x2048,fp8_current@4x2048,llama@1x512,gpt2@4x2048,qwen2@4x2048,"
@@ -211,7 +222,9 @@ def live_at_peak(trace: list, where, top: int = 12) -> dict:
     return {
         "peak_added_gib": peak / GIB,
         "peak_by": where(trace[at].get("frames") or []) if at >= 0 else None,
-        "live": [{"where": k, "mib": v / float(1 << 20), "blocks": blocks[k]} for k, v in held.most_common(top)],
+        "live": [
+            {"where": k, "mib": v / float(1 << 20), "blocks": blocks[k]} for k, v in held.most_common(top)
+        ],
     }
 
 
@@ -232,7 +245,9 @@ def frame_where(frames: list, text=None) -> str:
     parts = []
     if generated is not None:
         line = (text(generated["filename"], generated["line"]) if text else "") or ""
-        parts.append(f"{generated['filename']}:{generated['line']} {generated.get('name', '')} {line.strip()[:120]}")
+        parts.append(
+            f"{generated['filename']}:{generated['line']} {generated.get('name', '')} {line.strip()[:120]}"
+        )
     if own is not None:
         short = "/".join(own["filename"].split("/")[-3:])
         parts.append(f"{short}:{own['line']} {own.get('name', '')}")
@@ -314,7 +329,7 @@ def build(key: str, model, how: str | None, pieces: str = "inductor"):
     transforms = []
     opt = None
     if eqsat_on:
-        opt = eqsat.thunder.Optimize()
+        opt = eqsat.thunder.Optimize(grouped_attention=key not in REPEATED_KV)
         transforms.append(opt)
     if graphs:
         from thunder.transforms.cudagraph import CUDAGraphTransform

@@ -218,7 +218,12 @@ def test_eager_pieces_run_dynamos_graph_where_inductor_would_compile_it(sp, monk
 
 def test_memory_at_peak_lists_what_the_steps_allocations_held_when_they_peaked(sp):
     def alloc(addr, size, name):
-        return {"action": "alloc", "addr": addr, "size": size, "frames": [{"filename": "x.py", "line": 1, "name": name}]}
+        return {
+            "action": "alloc",
+            "addr": addr,
+            "size": size,
+            "frames": [{"filename": "x.py", "line": 1, "name": name}],
+        }
 
     def free(addr, size):
         return {"action": "free_completed", "addr": addr, "size": size}

@@ -16,7 +16,7 @@ import copy
 
 import pytest
 import torch
-from thunder_gpu import thunder_on_gpu
+from thunder_gpu import off_from_eager, thunder_on_gpu
 
 try:
     import eqsat.thunder as et
@@ -24,7 +24,6 @@ except ImportError as err:  # Thunder installed but unusable here: the reason
     pytest.skip(str(err), allow_module_level=True)
 
 BATCH, SEQ, VOCAB = 2, 64, 32064  # Phi-3's vocabulary: its pad token is 32000
-LOSS_RTOL, GRAD_RTOL, GRAD_FLOOR = 1e-2, 0.05, 0.01
 
 
 def _setup():
@@ -57,22 +56,6 @@ def _step(model, loss_fn):
     return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def _off(loss, grads, want_loss, want_grads) -> dict:
-    off = {}
-    if not abs(loss - want_loss) <= LOSS_RTOL * abs(want_loss):
-        off["loss"] = f"{loss} against eager's {want_loss}"
-    total = sum(int(e.numel()) for e in want_grads.values())
-    rms = (sum(float(e.pow(2).sum()) for e in want_grads.values()) / total) ** 0.5
-    for name, e in want_grads.items():
-        g = grads.get(name)
-        allowed = GRAD_RTOL * float(e.norm()) + GRAD_FLOOR * rms * e.numel() ** 0.5
-        if g is None or not float((g - e).norm()) <= allowed:
-            off[name] = (
-                "missing" if g is None else f"|difference| {float((g - e).norm()):.3g} > {allowed:.3g}"
-            )
-    return off
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_eqsat, ran", [(False, "masked"), (True, "causal")])
 def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_the_mask(with_eqsat, ran):
@@ -92,4 +75,4 @@ def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_th
     torch.cuda.synchronize()
     # both layers' attention, forward and backward (the forward's mask, saved detached)
     assert dict(CALLS) == {f"forward {ran}": 2, f"backward {ran}": 2}, dict(CALLS)
-    assert _off(loss, grads, want_loss, want_grads) == {}
+    assert off_from_eager(loss, grads, want_loss, want_grads) == {}

@@ -23,3 +23,25 @@ def thunder_on_gpu(*, capability: tuple[int, int] | None = None, nvfuser: bool =
         if nvfuserex is None:
             pytest.skip("Thunder found no nvFuser (nvFuser <= 0.2.35 with CUDA)")
     return thunder
+
+
+LOSS_RTOL, GRAD_RTOL, GRAD_FLOOR = 1e-2, 0.05, 0.01
+
+
+def off_from_eager(loss: float, grads: dict, want_loss: float, want_grads: dict) -> dict:
+    """Where a step's loss and gradients (by parameter name) deviate from eager's: the loss by
+    more than LOSS_RTOL, a gradient by more than GRAD_RTOL of its norm plus GRAD_FLOOR of the
+    gradients' root mean square (scaled to its size); {name: why}, empty where all agree."""
+    off = {}
+    if not abs(loss - want_loss) <= LOSS_RTOL * abs(want_loss):
+        off["loss"] = f"{loss} against eager's {want_loss}"
+    total = sum(int(e.numel()) for e in want_grads.values())
+    rms = (sum(float(e.pow(2).sum()) for e in want_grads.values()) / total) ** 0.5
+    for name, e in want_grads.items():
+        g = grads.get(name)
+        allowed = GRAD_RTOL * float(e.norm()) + GRAD_FLOOR * rms * e.numel() ** 0.5
+        if g is None or not float((g - e).norm()) <= allowed:
+            off[name] = (
+                "missing" if g is None else f"|difference| {float((g - e).norm()):.3g} > {allowed:.3g}"
+            )
+    return off

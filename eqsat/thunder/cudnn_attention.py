@@ -60,10 +60,13 @@ def cudnn_takes(
     dropout_p: float,
     *,
     capability: tuple[int, int] | None,
+    grouped: bool = False,
 ) -> str | None:
     """None where cuDNN's attention takes the call; else why not. The arguments may be torch
     tensors or Thunder's proxies (``shape``, ``dtype``, ``requires_grad``); ``capability``
-    is the GPU's (None: no GPU)."""
+    is the GPU's (None: no GPU). ``grouped``: key and value may have fewer heads than the
+    query, a divisor of its heads (grouped-query attention: query head ``i`` reads key-value
+    head ``i // (heads // key-value heads)``)."""
     if capability is None or tuple(capability) < MIN_CAPABILITY:
         return "no GPU of compute capability 9.0 or more"
     if dropout_p:
@@ -76,7 +79,10 @@ def cudnn_takes(
     ):
         return "query, key and value are not all bf16 or all fp16"
     (b, h, _, e), (bk, hk, sk, ek), (bv, hv, sv, ev) = (tuple(t.shape) for t in (query, key, value))
-    if (bk, hk) != (b, h) or (bv, hv, sv) != (b, h, sk):
+    if grouped:
+        if bk != b or not 0 < hk <= h or h % hk or (bv, hv, sv) != (b, hk, sk):
+            return "key and value do not match the query's batch, nor divide its heads into groups"
+    elif (bk, hk) != (b, h) or (bv, hv, sv) != (b, h, sk):
         return "key and value do not match the query's batch and heads"
     if not (e == ek == ev) or e % 8 or e > MAX_HEAD:
         return f"head size {e}, {ek}, {ev}: cuDNN takes one size, a multiple of 8, at most {MAX_HEAD}"
@@ -86,6 +92,43 @@ def cudnn_takes(
         if not _broadcasts(tuple(attn_mask.shape), (b, h, query.shape[2], sk)):
             return "the mask does not broadcast to the scores"
     return None
+
+
+def grouped_heads_work(device: int = 0) -> bool:
+    """Whether this torch's cuDNN attention takes keys and values with fewer heads than the
+    query on GPU ``device``, forward and backward, and computes what repeating them to every
+    head computes (checked once per device against torch's math attention, on 2 query heads
+    reading 1 key-value head)."""
+    if device not in _GROUPED_WORK:
+        _GROUPED_WORK[device] = _check_grouped_heads(device)
+    return _GROUPED_WORK[device]
+
+
+_GROUPED_WORK: dict[int, bool] = {}
+
+
+def _check_grouped_heads(device: int) -> bool:
+    try:
+        gen = torch.Generator(device=f"cuda:{device}").manual_seed(0)
+        q, k, v, g = (
+            torch.randn(1, h, 128, 64, device=f"cuda:{device}", dtype=torch.bfloat16, generator=gen)
+            for h in (2, 1, 1, 2)
+        )
+        out, lse, seed, offset = forward_impl(q, k, v, None, 0.0, True, None, count=False)
+        dq, dk, dv = backward_impl(g, q, k, v, None, out, lse, seed, offset, 0.0, True, None, count=False)
+        want = [t.float().requires_grad_() for t in (q, k, v)]
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            want[0], *(t.repeat_interleave(2, dim=1) for t in want[1:]), is_causal=True
+        )
+        ref.backward(g.float())
+        got = (out, dq, dk, dv)
+        refs = (ref.detach(), *(t.grad for t in want))
+        return all(
+            a.shape == b.shape and torch.allclose(a.float(), b, rtol=2e-2, atol=2e-2 * float(b.abs().max()))
+            for a, b in zip(got, refs)
+        )
+    except Exception:  # cuDNN or torch refuses the groups: the calls stay repeated
+        return False
 
 
 def mask_arguments(attn_mask: Any, is_causal: bool, query: Any, key: Any) -> tuple[Any, bool]:
@@ -101,6 +144,12 @@ def mask_arguments(attn_mask: Any, is_causal: bool, query: Any, key: Any) -> tup
     ):
         return None, True
     return attn_mask, is_causal
+
+
+def _count(stage: str, attn_mask: Any, is_causal: bool, query: Any, key: Any) -> None:
+    CALLS[f"{stage} {_how(attn_mask, is_causal)}"] += 1
+    if key.shape[1] != query.shape[1]:
+        CALLS[f"{stage} grouped"] += 1
 
 
 def _how(attn_mask: Any, is_causal: bool) -> str:
@@ -132,10 +181,11 @@ def _bias_for(attn_mask: torch.Tensor | None, query: torch.Tensor, key: torch.Te
     return bias.expand(b, h, sq, key.shape[2])
 
 
-def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale):
+def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale, *, count=True):
     """(output, logsumexp, philox seed, philox offset) of cuDNN's attention."""
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
-    CALLS["forward " + _how(attn_mask, is_causal)] += 1
+    if count:
+        _count("forward", attn_mask, is_causal, query, key)
     out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
         _contiguous_last(query),
         _contiguous_last(key),
@@ -151,11 +201,12 @@ def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale):
 
 
 def backward_impl(
-    grad_out, query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale
+    grad_out, query, key, value, attn_mask, out, lse, seed, offset, dropout_p, is_causal, scale, *, count=True
 ):
     """The gradients of query, key and value from cuDNN's attention backward."""
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
-    CALLS["backward " + _how(attn_mask, is_causal)] += 1
+    if count:
+        _count("backward", attn_mask, is_causal, query, key)
     grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
         _contiguous_last(grad_out),  # not .contiguous(): a copy of a transposed gradient
         _contiguous_last(query),

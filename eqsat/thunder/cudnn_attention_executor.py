@@ -16,7 +16,10 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.transforms import get_grad, put_grads
 from thunder.extend import OperatorExecutor, register_executor
 
-from .cudnn_attention import backward_impl, cudnn_takes, forward_impl
+from .cudnn_attention import backward_impl, cudnn_takes, forward_impl, grouped_heads_work
+
+EXECUTOR_NAME = "eqsat_cudnn_sdpa"
+GROUPED_NAME = "eqsat_cudnn_grouped_sdpa"
 
 
 def _forward_meta(query, key, value, attn_mask, dropout_p, is_causal, scale):
@@ -43,7 +46,7 @@ def _capability(query) -> tuple[int, int] | None:
 @functools.cache
 def cudnn_sdpa_executor() -> OperatorExecutor:
     """The executor, made once and registered with Thunder by its name, ``eqsat_cudnn_sdpa``."""
-    ex = OperatorExecutor("eqsat_cudnn_sdpa", version="0.1")
+    ex = OperatorExecutor(EXECUTOR_NAME, version="0.1")
     register_executor(ex)
     forward = ex.register_operator(
         "eqsat_cudnn_sdpa_forward",
@@ -74,4 +77,42 @@ def cudnn_sdpa_executor() -> OperatorExecutor:
         execution_transform=execution,
         grad_transform=grad,
     )
+
+    # grouped-query attention on the key-value heads as they are (eqsat.thunder.grouped_attention
+    # puts it in the trace before autodiff): the same operators, the groups' own gradients
+    grouped = ex.register_operator(
+        GROUPED_NAME,
+        meta=_grouped_meta,
+        fn=lambda q, k, v, m, p, c, s: forward_impl(q, k, v, m, p, c, s)[0],
+        tags=(OpTags.DONT_AUTO_RECOMPUTE_IN_BACKWARD,),
+    )
+    ex.register_implementation(
+        grouped,
+        checker=lambda q, k, v, m=None, p=0.0, c=False, s=None: grouped_takes(q, k, v, m, p),
+        execution_transform=lambda q, k, v, m=None, p=0.0, c=False, s=None: execution(
+            q, k, v, m, p, c, scale=s
+        ),
+        grad_transform=lambda q, k, v, m=None, p=0.0, c=False, s=None: grad(q, k, v, m, p, c, scale=s),
+    )
     return ex
+
+
+def grouped_takes(query, key, value, attn_mask=None, dropout_p=0.0) -> bool:
+    """Whether eqsat's cuDNN attention runs this call on the key-value heads as they are: cuDNN
+    takes the call with groups, and this GPU's cuDNN computes groups as their repeat would."""
+    capability = _capability(query)
+    return (
+        cudnn_takes(query, key, value, attn_mask, dropout_p, capability=capability, grouped=True) is None
+        and key.shape[1] < query.shape[1]
+        and grouped_heads_work(query.device.index or 0)
+    )
+
+
+def grouped_symbol():
+    """The Thunder Symbol of grouped-query attention on cuDNN (made with the executor)."""
+    return cudnn_sdpa_executor().opmap[GROUPED_NAME]
+
+
+def _grouped_meta(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    b, h, sq, _ = query.shape
+    return TensorProxy(like=query, shape=(b, h, sq, value.shape[-1]))

@@ -44,6 +44,7 @@ from thunder.core.trace import TraceProvenance, TraceTag, from_trace
 from thunder.core.transform_common import Transform
 from thunder.executors.nvfuserex import nvfuser_version, nvfuserex
 
+from .cudnn_attention_executor import EXECUTOR_NAME as CUDNN_SDPA_NAME
 from .options import Options
 from .region import RegionHook, no_regions
 from .report import ThunderReport
@@ -62,13 +63,51 @@ class Optimize(Transform):
     or its fields as keywords (``verify="gpu"``, ``min_gain``, ``deadline_s``, ``profile``,
     ``rules``, ``reassociate``, ``relower``, ``recompute``, ``limits``, ``cache_dir``,
     ``runner``, ...). ``report``: a record per region and input signature
-    (``print(transform.report)``)."""
+    (``print(transform.report)``).
 
-    def __init__(self, options: Options | None = None, **kwargs):
+    ``grouped_attention`` (default True): where eqsat's cuDNN attention executor is listed,
+    attention on keys and values repeated to every query head runs on the key-value heads as
+    they are (:mod:`eqsat.thunder.grouped_attention`); False leaves the repeats as Thunder
+    traced them."""
+
+    def __init__(self, options: Options | None = None, *, grouped_attention: bool = True, **kwargs):
         if options is not None and kwargs:
             raise TypeError("give Optimize an Options or its fields as keywords, not both")
+        if not isinstance(grouped_attention, bool):
+            raise TypeError(f"grouped_attention must be True or False, got {grouped_attention!r}")
         self.options = Options.of(options) if options is not None else Options(**kwargs)
+        self.grouped_attention = grouped_attention
         self.report = ThunderReport()
+
+    def transform_traces_pre_prologue(
+        self, prologue_trc, computation_trc, epilogue_trc, *, executors_list=()
+    ):
+        """Before autodiff: where eqsat's cuDNN attention executor is listed, attention on keys
+        and values repeated to every head runs on the key-value heads as they are
+        (:mod:`eqsat.thunder.grouped_attention`)."""
+        if not self.grouped_attention or not any(
+            getattr(ex, "name", None) == CUDNN_SDPA_NAME for ex in executors_list
+        ):
+            return prologue_trc, computation_trc, epilogue_trc
+        from .cudnn_attention_executor import grouped_symbol, grouped_takes
+        from .grouped_attention import rewrite
+
+        bsyms, calls = rewrite(computation_trc.bound_symbols, grouped_symbol(), grouped_takes)
+        if not calls:
+            return prologue_trc, computation_trc, epilogue_trc
+        new = from_trace(computation_trc)
+        new.bound_symbols = bsyms
+        new.set_provenance(
+            TraceProvenance(
+                f"eqsat.thunder.Optimize ({len(calls)} attention calls on grouped keys and values)"
+            )
+        )
+        for h, hk in sorted(set(calls)):
+            self.report.note(
+                f"grouped-query attention: {h} query heads on {hk} key-value heads run on cuDNN "
+                f"without repeating the keys and values"
+            )
+        return prologue_trc, new, epilogue_trc
 
     def transform_trace_post_optimization(self, computation_trace, **kwargs):
         why = no_nvfuser()

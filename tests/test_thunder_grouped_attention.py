@@ -1,0 +1,91 @@
+"""Grouped-query attention under Thunder + eqsat on the GPU (marker ``gpu``: Hopper or later,
+Thunder 0.2.6, nvFuser 0.2.35; skipped elsewhere with the reason).
+
+Two layers of attention with 2 key-value heads of 8, each repeated to every query head as
+transformers' ``repeat_kv`` does, in bf16, one training step through ``thunder.jit``, against
+the same step of a float32 copy in eager PyTorch. With ``Optimize`` and eqsat's executors,
+cuDNN runs every call, forward and backward, on the key-value heads as they are
+(``eqsat.thunder.grouped_attention``); with the executor alone, on the repeats. Both must match
+eager's loss and gradients."""
+
+import copy
+
+import pytest
+import torch
+from thunder_gpu import off_from_eager, thunder_on_gpu
+
+try:
+    import eqsat.thunder as et
+except ImportError as err:  # Thunder installed but unusable here: the reason
+    pytest.skip(str(err), allow_module_level=True)
+
+BATCH, SEQ, DIM, HEADS, KV_HEADS = 2, 256, 512, 8, 2
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = DIM // HEADS
+        self.q = torch.nn.Linear(DIM, DIM, bias=False)
+        self.kv = torch.nn.Linear(DIM, 2 * KV_HEADS * self.head, bias=False)
+        self.o = torch.nn.Linear(DIM, DIM, bias=False)
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, HEADS, self.head).transpose(1, 2)
+        k, v = (
+            t.view(b, s, KV_HEADS, self.head).transpose(1, 2)
+            for t in self.kv(x).split(KV_HEADS * self.head, dim=-1)
+        )
+        r = HEADS // KV_HEADS  # transformers' repeat_kv
+        k, v = (
+            t[:, :, None, :, :].expand(b, KV_HEADS, r, s, self.head).reshape(b, HEADS, s, self.head)
+            for t in (k, v)
+        )
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return x + self.o(out.transpose(1, 2).reshape(b, s, DIM))
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Attention(), Attention()])
+
+    def forward(self, x):
+        s = x.shape[1]
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x.float().pow(2).mean()
+
+
+def _step(model, x):
+    loss = model(x)
+    loss.backward()
+    return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_eqsat", [True, False])
+def test_grouped_query_attention_runs_on_the_key_value_heads_as_they_are_under_optimize(with_eqsat):
+    thunder = thunder_on_gpu(capability=(9, 0), nvfuser=True)
+    from eqsat.thunder.cudnn_attention import CALLS, grouped_heads_work
+
+    torch.manual_seed(0)
+    model = Model().to("cuda", torch.bfloat16)
+    x = torch.randn(BATCH, SEQ, DIM, device="cuda", dtype=torch.bfloat16)
+    want_loss, want_grads = _step(copy.deepcopy(model).float(), x.float())
+    transforms = [et.Optimize()] if with_eqsat else []
+    CALLS.clear()
+    jitted = thunder.jit(model, transforms=transforms, executors=et.executors())
+    loss, grads = _step(jitted, x)
+    torch.cuda.synchronize()
+    assert grouped_heads_work(), "this GPU's cuDNN attention does not take grouped keys and values"
+    grouped = {k: v for k, v in CALLS.items() if k.endswith("grouped")}
+    assert grouped == ({"forward grouped": 2, "backward grouped": 2} if with_eqsat else {}), dict(CALLS)
+    assert off_from_eager(loss, grads, want_loss, want_grads) == {}
+    if with_eqsat:  # the forward saves the groups for the backward, not their repeats
+        saved = [tuple(p.shape) for p in thunder.last_traces(jitted)[-1].output[1][0] if hasattr(p, "shape")]
+        head = DIM // HEADS
+        assert saved.count((BATCH, KV_HEADS, SEQ, head)) == 4, saved  # each layer's k and v
+        assert saved.count((BATCH, HEADS, SEQ, head)) <= 4, saved  # each layer's q and output
