@@ -24,7 +24,10 @@ torch's ``scaled_dot_product_attention`` makes it.
 A mask known to be causal (:mod:`eqsat.thunder.causal_masks`: computed in an nvFuser region
 from no input, and checked at that region's first call) runs as ``is_causal`` with no mask
 where the scores are square (:func:`mask_arguments`). ``CALLS`` counts the calls by pass and by
-how they ran: "forward causal", "backward masked", ... ("causal", "masked", "no mask").
+how they ran: "forward causal", "backward masked", ... ("causal", "masked", "no mask"), and
+"forward grouped", "backward grouped" for calls on fewer key-value heads than query heads
+(grouped-query attention, put in the trace by :mod:`eqsat.thunder.grouped_attention` where
+:func:`grouped_heads_work` finds that this GPU's cuDNN takes them).
 """
 
 from __future__ import annotations
