@@ -45,6 +45,8 @@ from thunder.core.transform_common import Transform
 from thunder.executors.nvfuserex import nvfuser_version, nvfuserex
 
 from .cudnn_attention_executor import EXECUTOR_NAME as CUDNN_SDPA_NAME
+from .cudnn_attention_executor import grouped_symbol, grouped_takes
+from .grouped_attention import rewrite
 from .options import Options
 from .region import RegionHook, no_regions
 from .report import ThunderReport
@@ -89,9 +91,6 @@ class Optimize(Transform):
             getattr(ex, "name", None) == CUDNN_SDPA_NAME for ex in executors_list
         ):
             return prologue_trc, computation_trc, epilogue_trc
-        from .cudnn_attention_executor import grouped_symbol, grouped_takes
-        from .grouped_attention import rewrite
-
         bsyms, calls = rewrite(computation_trc.bound_symbols, grouped_symbol(), grouped_takes)
         if not calls:
             return prologue_trc, computation_trc, epilogue_trc
