@@ -9,9 +9,9 @@ hooks mark the causal masks the executor then runs as ``is_causal``), Thunder wi
 aligned-linear executor [thunder-linear] (``eqsat.thunder.aligned_linear``: a linear layer with
 unaligned output features, gpt2's head, on padded operands), Thunder with eqsat's detach
 executor [thunder-detach] (``eqsat.thunder.detach_executor``: ``detach`` as a view nvFuser
-fuses), all of eqsat with all three executors [thunder-eqsat-all] (grouped-query attention on
-the key-value heads as they are; [thunder-eqsat-all-repeat]: on their repeats, as Thunder traced
-them), and both Thunders under
+fuses), all of eqsat with all three executors [thunder-eqsat-all] (and with grouped-query
+attention on the key-value heads as they are, ``Optimize(grouped_attention=True)``:
+[thunder-eqsat-all-grouped]), and both Thunders under
 Thunder's CUDA graphs [thunder-cg, thunder-eqsat-cg] (Thunder 0.2.6 has no ``use_cudagraphs`` option any more:
 ``thunder.jit`` raises "use_cudagraphs is replaced by using
 thunder.transforms.CUDAGraphTransform", so the transform is appended to the transforms, after
@@ -103,8 +103,8 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, eqsat's executo
         False,
         ("attention", "linear", "detach"),
     ),
-    "thunder-eqsat-all-repeat": (
-        "Thunder+eqsat, all of eqsat's executors, keys and values repeated",
+    "thunder-eqsat-all-grouped": (
+        "Thunder+eqsat, all of eqsat's executors, grouped keys and values as they are",
         True,
         True,
         False,
@@ -114,8 +114,8 @@ VARIANTS = {  # key: (label, builds Thunder, eqsat, CUDA graphs, eqsat's executo
     "thunder-eqsat-cg": ("Thunder+eqsat CUDA graphs", True, True, True, ()),
 }
 EXECUTORS = ("attention", "linear", "detach")  # eqsat.thunder.executors' keywords
-# Optimize(grouped_attention=False): attention on the repeats of grouped keys and values
-REPEATED_KV = ("thunder-eqsat-all-repeat",)
+# Optimize(grouped_attention=True): attention on grouped keys and values as they are
+GROUPED_KV = ("thunder-eqsat-all-grouped",)
 CLASSES = ("GEMM", "attention", "nvFuser", "Inductor/Triton", "other torch", "copies")
 DEFAULT_MODELS = (
     "phi3@4x2048,llama@4x2048,fp8_current@4x2048,llama@1x512,gpt2@4x2048,qwen2@4x2048,"
@@ -329,7 +329,7 @@ def build(key: str, model, how: str | None, pieces: str = "inductor"):
     transforms = []
     opt = None
     if eqsat_on:
-        opt = eqsat.thunder.Optimize(grouped_attention=key not in REPEATED_KV)
+        opt = eqsat.thunder.Optimize(grouped_attention=key in GROUPED_KV)
         transforms.append(opt)
     if graphs:
         from thunder.transforms.cudagraph import CUDAGraphTransform

@@ -1,14 +1,17 @@
-"""Grouped-query attention under Thunder + eqsat on the GPU (marker ``gpu``: Hopper or later,
-Thunder 0.2.6, nvFuser 0.2.35; skipped elsewhere with the reason).
+"""Grouped-query attention under Thunder + eqsat: on the GPU (marker ``gpu``: Hopper or later,
+Thunder 0.2.6, nvFuser 0.2.35; skipped elsewhere with the reason), and where Thunder imports
+without a GPU, with math attention in place of torch's cuDNN ops.
 
 Two layers of attention with 2 key-value heads of 8, each repeated to every query head as
 transformers' ``repeat_kv`` does, in bf16, one training step through ``thunder.jit``, against
-the same step of a float32 copy in eager PyTorch. With ``Optimize`` and eqsat's executors,
+the same step of a float32 copy in eager PyTorch. With ``Optimize(grouped_attention=True)`` and
+eqsat's executors,
 cuDNN runs every call, forward and backward, on the key-value heads as they are
 (``eqsat.thunder.grouped_attention``); with the executor alone, on the repeats. Both must match
 eager's loss and gradients."""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -75,7 +78,7 @@ def test_grouped_query_attention_runs_on_the_key_value_heads_as_they_are_under_o
     model = Model().to("cuda", torch.bfloat16)
     x = torch.randn(BATCH, SEQ, DIM, device="cuda", dtype=torch.bfloat16)
     want_loss, want_grads = _step(copy.deepcopy(model).float(), x.float())
-    transforms = [et.Optimize()] if with_eqsat else []
+    transforms = [et.Optimize(grouped_attention=True)] if with_eqsat else []
     CALLS.clear()
     jitted = thunder.jit(model, transforms=transforms, executors=et.executors())
     loss, grads = _step(jitted, x)
@@ -89,3 +92,64 @@ def test_grouped_query_attention_runs_on_the_key_value_heads_as_they_are_under_o
         head = DIM // HEADS
         assert saved.count((BATCH, KV_HEADS, SEQ, head)) == 4, saved  # each layer's k and v
         assert saved.count((BATCH, HEADS, SEQ, head)) <= 4, saved  # each layer's q and output
+
+
+def _math_forward(q, k, v, bias, lse, dropout_p, is_causal, debug, *, scale=None):
+    """torch's ``_scaled_dot_product_cudnn_attention`` in float32 math, groups repeated."""
+    out, lse = _math_attention(q.float(), k.float(), v.float(), bias, is_causal, scale)
+    zero = torch.zeros((), dtype=torch.int64)
+    return out.to(q.dtype), lse, None, None, q.shape[2], k.shape[2], zero, zero, None
+
+
+def _math_attention(q, k, v, bias, is_causal, scale):
+    r = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+    scores = q @ k.transpose(-1, -2) * (scale or 1 / math.sqrt(q.shape[-1]))
+    if is_causal:
+        scores = scores.masked_fill(~torch.ones(scores.shape[-2:], dtype=torch.bool).tril(), -math.inf)
+    if bias is not None:
+        scores = scores + bias
+    lse = scores.logsumexp(-1, keepdim=True)
+    return (scores - lse).exp() @ v, lse
+
+
+def _math_backward(
+    grad, q, k, v, out, lse, seed, offset, bias, cq, ck, mq, mk, dropout_p, is_causal, *, scale=None
+):
+    with torch.enable_grad():
+        leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        _math_attention(*leaves, bias, is_causal, scale)[0].backward(grad.float())
+    return tuple(t.grad.to(o.dtype) for t, o in zip(leaves, (q, k, v)))
+
+
+def test_without_a_gpu_thunders_step_on_the_groups_matches_eager_and_saves_the_groups(monkeypatch):
+    """Thunder on the CPU, eqsat's executor told it runs on Hopper, cuDNN's ops stood in by math
+    attention: ``Optimize(grouped_attention=True)`` puts the grouped call in the trace before
+    autodiff, the forward saves the groups, and the step matches eager's."""
+    thunder = pytest.importorskip("thunder", reason="needs Lightning Thunder 0.2.6")
+    if not hasattr(et, "Optimize"):
+        pytest.skip("eqsat.thunder did not import Thunder")
+    import eqsat.thunder.cudnn_attention as ca
+    import eqsat.thunder.cudnn_attention_executor as cx
+
+    monkeypatch.setitem(ca.ATEN_OPS, "forward", _math_forward)
+    monkeypatch.setitem(ca.ATEN_OPS, "backward", _math_backward)
+    monkeypatch.setattr(cx, "_capability", lambda query: (9, 0))
+    monkeypatch.setitem(ca._GROUPED_WORK, 0, True)
+    torch.manual_seed(0)
+    model = Model().to(torch.bfloat16)
+    x = torch.randn(BATCH, 64, DIM, dtype=torch.bfloat16)
+    want_loss, want_grads = _step(copy.deepcopy(model).float(), x.float())
+    opt = et.Optimize(grouped_attention=True)
+    ca.CALLS.clear()
+    jitted = thunder.jit(model, transforms=[opt], executors=et.executors())
+    loss, grads = _step(jitted, x)
+    assert {k: v for k, v in ca.CALLS.items() if k.endswith("grouped")} == {
+        "forward grouped": 2,
+        "backward grouped": 2,
+    }, dict(ca.CALLS)
+    assert off_from_eager(loss, grads, want_loss, want_grads) == {}
+    saved = [tuple(p.shape) for p in thunder.last_traces(jitted)[-1].output[1][0] if hasattr(p, "shape")]
+    assert saved.count((BATCH, KV_HEADS, 64, DIM // HEADS)) == 4, saved
+    assert saved.count((BATCH, HEADS, 64, DIM // HEADS)) <= 4, saved
+    assert any("8 query heads on 2 key-value heads" in n for n in opt.report.notes), opt.report.notes

@@ -43,6 +43,13 @@ from .causal_masks import is_marked
 MIN_CAPABILITY = (9, 0)  # cuDNN's fused attention kernels that torch takes on Hopper and later
 MAX_HEAD = 128
 CALLS: Counter = Counter()  # calls by pass and how they ran: "forward causal", "backward masked", ...
+# torch's cuDNN attention ops, looked up at each call (tests without a GPU put math in their place)
+ATEN_OPS = {
+    "forward": lambda *args, **kwargs: torch.ops.aten._scaled_dot_product_cudnn_attention(*args, **kwargs),
+    "backward": lambda *args, **kwargs: torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+        *args, **kwargs
+    ),
+}
 
 
 def additive_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -189,7 +196,7 @@ def forward_impl(query, key, value, attn_mask, dropout_p, is_causal, scale, *, c
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
     if count:
         _count("forward", attn_mask, is_causal, query, key)
-    out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
+    out, lse, _, _, _, _, seed, offset, _ = ATEN_OPS["forward"](
         _contiguous_last(query),
         _contiguous_last(key),
         _contiguous_last(value),
@@ -210,7 +217,7 @@ def backward_impl(
     attn_mask, is_causal = mask_arguments(attn_mask, is_causal, query, key)
     if count:
         _count("backward", attn_mask, is_causal, query, key)
-    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+    grads = ATEN_OPS["backward"](
         _contiguous_last(grad_out),  # not .contiguous(): a copy of a transposed gradient
         _contiguous_last(query),
         _contiguous_last(key),

@@ -67,12 +67,12 @@ class Optimize(Transform):
     ``runner``, ...). ``report``: a record per region and input signature
     (``print(transform.report)``).
 
-    ``grouped_attention`` (default True): where eqsat's cuDNN attention executor is listed,
-    attention on keys and values repeated to every query head runs on the key-value heads as
-    they are (:mod:`eqsat.thunder.grouped_attention`); False leaves the repeats as Thunder
-    traced them."""
+    ``grouped_attention`` (default False, not yet measured on a GPU): where eqsat's cuDNN
+    attention executor is listed, attention on keys and values repeated to every query head
+    runs on the key-value heads as they are (:mod:`eqsat.thunder.grouped_attention`); False
+    leaves the repeats as Thunder traced them."""
 
-    def __init__(self, options: Options | None = None, *, grouped_attention: bool = True, **kwargs):
+    def __init__(self, options: Options | None = None, *, grouped_attention: bool = False, **kwargs):
         if options is not None and kwargs:
             raise TypeError("give Optimize an Options or its fields as keywords, not both")
         if not isinstance(grouped_attention, bool):
