@@ -674,9 +674,58 @@ def repeated_keys_and_values(dtypes):
     return fusion
 
 
-# name -> (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t"), "bf16"
-# last where not float32), the kernels nvFuser makes of it (H100, nvFuser 0.2.35, as given on
-# nvfuser_direct: test_nvfuser_makes_the_kernels_the_model_predicts), and where the model is
+def rotary_backward_of_q_and_k(dtypes):
+    """The rotary embedding's backward for q [2, 4, 64, 32] (laid out [b, s, h, d]) and k
+    [2, 1, 64, 32], as Thunder writes it for Gemma (``thunder_gemma_20``): each side multiplies
+    the same two bf16 tables [1, 1, 64, 32], expanded to its own heads and cast to float, with
+    its gradient, swaps the product's halves (slices, a negation, pads) and adds; the results
+    are permuted to [b, s, h, d] and flattened. eqsat's IR casts each table once for both sides;
+    nvFuser casts it in each kernel (its definition expands and casts per side), so neither
+    side's kernel writes the cast for the other."""
+
+    def fusion(fd):
+        bf16 = dtypes.BFloat16
+        q = fd.define_tensor(
+            shape=[2, 4, 64, 32], contiguity=[True] * 4, dtype=bf16, stride_order=[3, 1, 2, 0]
+        )
+        k = fd.define_tensor(shape=[2, 1, 64, 32], contiguity=[True, None, True, True], dtype=bf16)
+        tables = [
+            fd.define_tensor(
+                shape=[1, 1, 64, 32],
+                contiguity=[None, True, None, True],
+                dtype=bf16,
+                stride_order=[3, 1, 2, 0],
+            )
+            for _ in range(2)
+        ]
+
+        def side(x, heads):
+            shape = [2, heads, 64, 32]
+            cos, sin = (fd.ops.cast(fd.ops.expand(t, shape=shape), dtype=dtypes.Float) for t in tables)
+            xf = fd.ops.cast(x, dtype=dtypes.Float)
+            prod = fd.ops.cast(fd.ops.mul(cos, xf), dtype=bf16)
+            first = fd.ops.slice(prod, start_indices=[0, 0, 0, 0], end_indices=[2, heads, 64, 16])
+            first = fd.ops.cast(fd.ops.neg(fd.ops.cast(first, dtype=dtypes.Float)), dtype=bf16)
+            second = fd.ops.slice(prod, start_indices=[0, 0, 0, 16], end_indices=[2, heads, 64, 32])
+            swapped = fd.ops.add(
+                fd.ops.cast(fd.ops.pad(first, [16, 0, 0, 0, 0, 0, 0, 0]), dtype=dtypes.Float),
+                fd.ops.cast(fd.ops.pad(second, [0, 16, 0, 0, 0, 0, 0, 0]), dtype=dtypes.Float),
+            )
+            out = fd.ops.cast(fd.ops.add(swapped, fd.ops.mul(sin, xf)), dtype=bf16)
+            flat = fd.ops.reshape(fd.ops.permute(out, dims=[0, 2, 1, 3]), new_shape=[128, heads * 32])
+            fd.add_output(flat)
+            fd.add_output(fd.ops.permute(flat, dims=[1, 0]))
+
+        side(q, 4)
+        side(k, 1)
+
+    return fusion
+
+
+# name -> (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t"), one
+# [b, h, s, d] laid out [b, s, h, d] as (b, h, s, d, "bshd"), "bf16" last where not float32),
+# the kernels nvFuser makes of it (H100, nvFuser 0.2.35, as given on nvfuser_direct:
+# test_nvfuser_makes_the_kernels_the_model_predicts), and where the model is
 # known to predict another count, why)
 LAYOUT_AND_BROADCAST_CASES = {
     "rotation of a row-major input": (lambda d: rotation_of_exp(d, [1, 0]), [(4096, 128)], 1, None),
@@ -718,6 +767,19 @@ LAYOUT_AND_BROADCAST_CASES = {
         2,
         None,
     ),
+    # 2 as nvFuser ran Gemma's region of this form (thunder_gemma_20, H100, session 44); this
+    # reduced case has not yet run on the GPU
+    "the rotary backward of q and k sharing the tables": (
+        rotary_backward_of_q_and_k,
+        [
+            (2, 4, 64, 32, "bshd", "bf16"),
+            (2, 1, 64, 32, "bf16"),
+            (1, 1, 64, 32, "bf16"),
+            (1, 1, 64, 32, "bf16"),
+        ],
+        2,
+        None,
+    ),
 }
 
 
@@ -727,6 +789,9 @@ def _inputs(shapes, device):
         s = s[:-1] if s[-1] == "bf16" else s
         if s[-1] == "t":
             return torch.randn(s[1], s[0], device=device, dtype=dtype).t()
+        if s[-1] == "bshd":  # [b, h, s, d] laid out [b, s, h, d]
+            b, h, n, d = s[:-1]
+            return torch.randn(b, n, h, d, device=device, dtype=dtype).transpose(1, 2)
         return torch.randn(*s, device=device, dtype=dtype)
 
     return [one(s) for s in shapes]

@@ -33,10 +33,14 @@ class Recomputing:
         read the input, so the wide tensor is never written: where the input is also indexed
         (``SegmentCandidateFinder::privatizeUpCastOrSqueezeOp``, made for cross-entropy: bf16
         logits read by a take_along_axis and, cast to Float, by the logsumexp), and where the
-        input has no other use and the cast's readers all iterate over its labels (its input
-        forwarding, ``forwardInputs``, where each kernel that the cast's readers make takes its
-        copy in; readers over other spaces or kept ops, where nvFuser was seen to keep the cast
-        in a kernel of its own, are left as they were). Not one that an indexing op indexes
+        input has no other use and the cast's readers all iterate over its labels or over a
+        broadcast of them (its input forwarding, ``forwardInputs``, where each kernel that the
+        cast's readers make takes its copy in; readers over other spaces or kept ops, where
+        nvFuser was seen to keep the cast in a kernel of its own, are left as they were). A
+        rotary table [s, d] that Thunder expands and casts once for q's heads and once for k's
+        is one cast in eqsat's IR; nvFuser casts it in the rotation of each (H100: Gemma's
+        rotary backward, ``thunder_gemma_20``, ran as 2 kernels, and Llama's rotations as one
+        each, where keeping the cast in one side's kernel made 4). Not one that an indexing op indexes
         (no scheduler indexes a value computed in its kernel: it is written for the indexing
         kernel) nor an output. The casts -> their input (what those kernels read instead)."""
         nodes, out = self.nodes, {}
@@ -56,7 +60,9 @@ class Recomputing:
                 continue
             users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
             if indexed(k) or (
-                len(users) == 1 and len(readers) > 1 and all(self._same_space(c, n) for c in readers)
+                len(users) == 1
+                and len(readers) > 1
+                and all(self._same_space(c, n) or self._broadcast_over(c, n) for c in readers)
             ):
                 out[n] = k
         return out
@@ -104,6 +110,15 @@ class Recomputing:
         writes such casts after the broadcasts of a stacked q, k, v gradient)."""
         node = self.nodes[n]
         return node.op == "Cast" and len(node.kids) == 1 and self.nodes[node.kids[0]].dtype == node.dtype
+
+    def _broadcast_over(self, c, n) -> bool:
+        """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over more
+        labels than ``n`` has, ``n``'s among them (``n`` broadcast into its space)."""
+        node, labels = self.nodes[c], self.nodes[n].labels
+        if isinstance(node.op, Kept):
+            return False
+        space = self.model.space(self.nodes, c)
+        return space & labels == labels and space != labels
 
     def _same_space(self, c, n) -> bool:
         """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over
