@@ -148,3 +148,20 @@ def test_an_output_stride_order_gives_the_dense_strides(sizes, stride_order, str
     assert laid_out.stride() == strides and torch.equal(laid_out, x)
     row_major = stride_order in (None, (2, 1, 0))
     assert layout.layout_of(list(sizes), list(strides)) == ((True,) * 3, None if row_major else stride_order)
+
+
+@pytest.mark.parametrize(
+    "order, old, new, apart",
+    [
+        ([0, 2, 1, 3], [4, 1024, 4, 128], [4, 1024, 512], True),  # [b, h, s, d] permuted: h, d apart
+        ([0, 1, 2, 3], [4, 1024, 4, 128], [4, 1024, 512], False),  # row-major: a view
+        ([0, 2, 1, 3], [4, 1024, 4, 128], [4096, 512], True),  # b and s apart too
+        ([0, 2, 1, 3], [4, 1024, 1, 256], [4096, 256], False),  # the extent-1 head lies anywhere
+        ([1, 0], [64, 32], [2048], True),  # column-major flattened
+        ([1, 0], [64, 32], [64, 32], False),  # nothing merged
+        ([0, 1], [4096, 512], [4, 1024, 512], False),  # a split
+        ([0, 2, 1, 3], [4, None, 4, 128], [4, 1024, 512], False),  # an extent not known
+    ],
+)
+def test_a_reshape_merges_dims_apart_in_memory_only_where_they_are_not_neighbours(order, old, new, apart):
+    assert layout.merges_apart(order, old, new) is apart

@@ -722,6 +722,19 @@ def rotary_backward_of_q_and_k(dtypes):
     return fusion
 
 
+def permuted_input_flattened(dtypes, padded):
+    """k's gradient [2, 4, 64, 32], permuted to [b, s, h, d] and flattened to [2, 64, 128]: an
+    output as it is (no strides view it: a kernel writes it), or ``padded`` first into a wider
+    row (the pad's kernel reads the input through the reshape)."""
+
+    def fusion(fd):
+        x = fd.define_tensor(shape=[2, 4, 64, 32], contiguity=[True] * 4, dtype=dtypes.BFloat16)
+        flat = fd.ops.reshape(fd.ops.permute(x, dims=[0, 2, 1, 3]), new_shape=[2, 64, 128])
+        fd.add_output(fd.ops.pad(flat, [128, 0, 0, 0, 0, 0]) if padded else flat)
+
+    return fusion
+
+
 # name -> (fusion of a DataType, its inputs' shapes (a transposed one as (rows, cols, "t"), one
 # [b, h, s, d] laid out [b, s, h, d] as (b, h, s, d, "bshd"), "bf16" last where not float32),
 # the kernels nvFuser makes of it (H100, nvFuser 0.2.35, as given on nvfuser_direct:
@@ -765,6 +778,21 @@ LAYOUT_AND_BROADCAST_CASES = {
         repeated_keys_and_values,
         [(2, 2, 256, 64, "bf16")] * 2,
         2,
+        None,
+    ),
+    # 1 as nvFuser ran Llama's k gradient of this form (thunder_llama_20's first kernel, H100,
+    # session 45) and Phi-3's padded one (thunder_phi3_18, H200: one kernel in all); these
+    # reduced cases have not yet run on the GPU
+    "a permuted input flattened as an output": (
+        lambda d: permuted_input_flattened(d, False),
+        [(2, 4, 64, 32, "bf16")],
+        1,
+        None,
+    ),
+    "a permuted input flattened and padded": (
+        lambda d: permuted_input_flattened(d, True),
+        [(2, 4, 64, 32, "bf16")],
+        1,
         None,
     ),
     # 2 as nvFuser ran Gemma's region of this form (thunder_gemma_20, H100, session 44); this

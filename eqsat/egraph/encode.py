@@ -366,10 +366,13 @@ class _Encoder:
     def link_op(self, node: Node) -> str:
         """The name the cost model knows a kept op by: its own, "opaque" for an op eqsat does
         not model, and "copy" for a stride order that lays its input out anew (one that keeps
-        the layout its input has is a view: ``layout.lays_out_as_is``)."""
+        the layout its input has is a view: ``layout.lays_out_as_is``) and for a reshape that
+        no strides view (``layout.reshape_copies``)."""
         if node.opaque:
             return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
+            return COPY
+        if node.op == "reshape" and layout.reshape_copies(self.f, node, self.extents):
             return COPY
         return node.op
 

@@ -54,6 +54,15 @@ class Fusion:
         return {v: n for n in self.nodes for v in n.outputs}
 
     @functools.cached_property
+    def readers(self) -> dict[int, list[Node]]:
+        """Value id -> the nodes that read it, in definition order."""
+        out: dict[int, list[Node]] = {}
+        for n in self.nodes:
+            for ref in n.refs():
+                out.setdefault(ref.id, []).append(n)
+        return out
+
+    @functools.cached_property
     def kind(self) -> dict[int, str]:
         return {v: k for n in self.nodes for v, k in zip(n.outputs, n.kinds)}
 

@@ -16,6 +16,8 @@ Tensors are taken duck-typed (``dim``, ``permute``, ``contiguous``), so the IR n
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Iterator, Sequence
 
 
@@ -177,6 +179,74 @@ def view_order(producer: dict, value: Any) -> list[int] | None:
     return None if rank is None else list(range(rank))
 
 
+def merges_apart(order: Sequence[int], old: Sequence[int | None], new: Sequence[int | None]) -> bool:
+    """Whether a reshape of a tensor of extents ``old``, laid out in ``order`` (its dims
+    outermost first), to extents ``new`` merges dims that do not lie next to each other, outer
+    before inner, in memory: then no strides view the result, and nvFuser writes it (a
+    pointwise kernel: a permuted input reshaped as an output). Extent-1 dims lie anywhere.
+    False where an extent is not known, or where the reshape splits a dim (read as a view)."""
+    if any(e is None for e in (*old, *new)) or math.prod(old) != math.prod(new):
+        return False
+    place = {d: i for i, d in enumerate(d for d in order if old[d] != 1)}
+    i = 0
+    for extent in new:
+        if extent == 1:
+            continue
+        run, size = [], 1
+        while size < extent and i < len(old):
+            size *= old[i]
+            run.append(i)
+            i += 1
+        if size != extent:
+            return False  # a split: a view of one dim (or not a grouping this reads)
+        places = [place[d] for d in run if old[d] != 1]
+        if any(b != a + 1 for a, b in zip(places, places[1:])):
+            return True
+    return False
+
+
+def reshape_copies(fusion: Any, node: Any, extents: dict | None = None) -> bool:
+    """Whether reshape ``node`` of a fusion input laid out otherwise than row-major (through
+    permutes and stride orders, :func:`view_order`) merges dims that do not lie next to each
+    other in memory (:func:`merges_apart`), and only views and outputs read it: no strides
+    view it, so nvFuser writes it, in a pointwise kernel of its own. ``extents``: label ->
+    extent beyond the fusion's static ones (the inputs' sizes). Llama's rotary backward, as
+    Thunder writes it, flattens k's permuted input gradient [b, s, kv heads, d] to [b, s,
+    kv heads * d] as an output: one kernel of its 3, and of the 7 of the rotary backward
+    before it (H100, session 45's ``thunder_llama_20`` and ``thunder_llama_15``). Where an op
+    reads it (Phi-3's pad of it into the stacked q, k, v gradient), that op's kernel reads the
+    input through the reshape (``thunder_phi3_18``: one kernel)."""
+    if node.op != "reshape" or node.opaque or not _read_by_views_alone(fusion, node.outputs[0]):
+        return False
+    arg = node.arg("arg")
+    order = view_order(fusion.producer, arg)
+    if order is None or order == sorted(order):
+        return False
+    types = fusion.types
+    old, new = types.of.get(arg.id), types.of.get(node.outputs[0])
+    if getattr(old, "dims", None) is None or getattr(new, "dims", None) is None:
+        return False
+    known = {**{k: v for k, v in types.extents.items() if v is not None}, **(extents or {})}
+
+    def extent(d):
+        return 1 if d.broadcast and known.get(d.label) == 1 else known.get(d.label)
+
+    return merges_apart(order, [extent(d) for d in old.dims], [extent(d) for d in new.dims])
+
+
+def _read_by_views_alone(fusion: Any, vid: int) -> bool:
+    """Whether value ``vid`` is read by view ops alone, and their results likewise (an output,
+    or views that make outputs)."""
+    readers = fusion.readers
+    todo = [vid]
+    while todo:
+        for n in readers.get(todo.pop(), ()):
+            if n.op not in VIEW_OPS:
+                return False
+            todo.extend(n.outputs)
+    return True
+
+
 def _asked(node: Any, rank: int) -> list[int]:
     """The allocation order a ``stride_order`` node asks for (row-major where it is empty)."""
     return allocation_order(node.arg("stride_order"), rank)
@@ -196,7 +266,7 @@ def alias_output_sources(fusion: Any) -> set[int]:
     cast to the dtype its input has is one of those views: nvFuser's ``castOp`` makes it a
     ``set`` (csrc/ops/arith.cpp)."""
     producer = fusion.producer
-    is_view = lambda node: _is_view(producer, node) or _is_set(fusion, node)
+    is_view = lambda node: _is_view(fusion, node) or _is_set(fusion, node)
     sources = set()
     for out in fusion.outputs:
         if out.alias_input is not None:
@@ -211,10 +281,10 @@ def alias_output_sources(fusion: Any) -> set[int]:
     return sources
 
 
-def _is_view(producer: dict, node: Any) -> bool:
-    if node is None or node.opaque:
+def _is_view(fusion: Any, node: Any) -> bool:
+    if node is None or node.opaque or (node.op == "reshape" and reshape_copies(fusion, node)):
         return False
-    return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(producer, node))
+    return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(fusion.producer, node))
 
 
 def _is_set(fusion: Any, node: Any) -> bool:
