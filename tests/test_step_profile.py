@@ -259,3 +259,24 @@ def test_where_a_block_was_allocated_names_thunders_statement_then_the_first_fil
         "eqsat/thunder/cudnn_attention.py:159 backward_impl"
     )
     assert sp.frame_where([]) == "(no frame)"
+
+
+def test_the_eager_capture_runs_the_capture_script_with_inductors_compile_returning_the_graph(
+    monkeypatch, tmp_path
+):
+    import torch._inductor
+
+    from helpers import load_bench
+
+    capture = load_bench(monkeypatch, "thunder_capture_eager")
+    script = tmp_path / "capture.py"
+    out = tmp_path / "out.txt"
+    script.write_text(
+        "import sys, torch._inductor\n"
+        f"open({str(out)!r}, 'w').write(repr((sys.argv[1:], torch._inductor.compile('graph', []))))\n"
+    )
+    monkeypatch.setenv("CAPTURE", str(script))
+    monkeypatch.setattr(torch._inductor, "compile", lambda gm, example_inputs: "inductor")
+    monkeypatch.setattr("sys.argv", ["x"])
+    capture.main(["OUTDIR", "llama"])
+    assert out.read_text() == repr((["OUTDIR", "llama"], "graph"))
