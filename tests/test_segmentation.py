@@ -857,3 +857,21 @@ def test_nvfuser_makes_the_kernels_the_model_predicts(case, monkeypatch):
     fd = gpu_timing.direct_definition(definition)
     inputs = _inputs(shapes, "cuda")
     assert gpu_timing.kernel_count(lambda: fd.execute(inputs)) == want
+
+
+def test_a_column_major_input_flattened_after_thousands_of_permutes_is_one_copy_kernel():
+    """The layout is followed through the whole chain without recursion (1500 permutes: deeper
+    than Python's recursion limit), and the flattened column-major input, an output, is
+    written by one kernel."""
+
+    def fusion(fd):
+        x = fd.define_tensor(
+            shape=[64, 32], contiguity=[True, True], dtype=eqsat.DataType.Float, stride_order=[0, 1]
+        )
+        t = x
+        for _ in range(1500):
+            t = fd.ops.permute(t, dims=[1, 0])
+        fd.add_output(fd.ops.reshape(t, new_shape=[2048]))
+
+    x = torch.randn(32, 64).t().to("meta")
+    assert len(eqsat.estimate_fusion(fusion, [x]).kernels) == 1

@@ -8,6 +8,7 @@ are the fusion's outputs), which lowering rebuilds in their original layout.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -367,14 +368,19 @@ class _Encoder:
         """The name the cost model knows a kept op by: its own, "opaque" for an op eqsat does
         not model, and "copy" for a stride order that lays its input out anew (one that keeps
         the layout its input has is a view: ``layout.lays_out_as_is``) and for a reshape that
-        no strides view (``layout.reshape_copies``)."""
+        no strides view (``layout.copying_reshapes``)."""
         if node.opaque:
             return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
             return COPY
-        if node.op == "reshape" and layout.reshape_copies(self.f, node, self.extents):
+        if node.op == "reshape" and node.outputs[0] in self.copying_reshapes:
             return COPY
         return node.op
+
+    @functools.cached_property
+    def copying_reshapes(self) -> set[int]:
+        """The results of the fusion's reshapes that copy (``layout.copying_reshapes``)."""
+        return layout.copying_reshapes(self.f, self.extents)
 
     def depth(self, tid: int) -> int:
         """The longest path from a leaf to term ``tid`` (kids precede their parents)."""

@@ -156,17 +156,28 @@ def lays_out_as_is(producer: dict, node: Any) -> bool:
 
 def view_order(producer: dict, value: Any) -> list[int] | None:
     """The allocation order of ``value`` where it is a fusion input, or a chain of permutes,
-    stride orders and row-major reshapes from one (None: not known, or not such a chain)."""
-    p = producer.get(value.id)
-    if p is None:
+    stride orders and row-major reshapes from one (None: not known, or not such a chain).
+    Walked without recursion: a chain may be thousands of views long."""
+    chain, p = [], producer.get(value.id)
+    while p is not None and p.op in _ORDER_VIEWS:
+        chain.append(p)
+        p = producer.get(p.arg("arg").id)
+    if p is None or p.op != "define_tensor":
         return None
-    if p.op == "define_tensor":
-        return allocation_order(p.arg("stride_order"), len(p.arg("shape")))
-    if p.op not in ("permute", "stride_order", "reshape"):
-        return None
-    have = view_order(producer, p.arg("arg"))
-    if have is None:
-        return None
+    have = allocation_order(p.arg("stride_order"), len(p.arg("shape")))
+    for p in reversed(chain):
+        have = _order_after(p, have)
+        if have is None:
+            return None
+    return have
+
+
+# the views through which an input's allocation order is followed (view_order)
+_ORDER_VIEWS = ("permute", "stride_order", "reshape")
+
+
+def _order_after(p: Any, have: list[int]) -> list[int] | None:
+    """The allocation order of view ``p``'s result, its input's being ``have``."""
     if p.op == "permute":  # new dim i is the input's dim dims[i]
         dims = list(p.arg("dims"))
         return [dims.index(d) for d in have]
@@ -205,46 +216,54 @@ def merges_apart(order: Sequence[int], old: Sequence[int | None], new: Sequence[
     return False
 
 
-def reshape_copies(fusion: Any, node: Any, extents: dict | None = None) -> bool:
-    """Whether reshape ``node`` of a fusion input laid out otherwise than row-major (through
-    permutes and stride orders, :func:`view_order`) merges dims that do not lie next to each
-    other in memory (:func:`merges_apart`), and only views and outputs read it: no strides
-    view it, so nvFuser writes it, in a pointwise kernel of its own. ``extents``: label ->
-    extent beyond the fusion's static ones (the inputs' sizes). Llama's rotary backward, as
-    Thunder writes it, flattens k's permuted input gradient [b, s, kv heads, d] to [b, s,
-    kv heads * d] as an output: one kernel of its 3, and of the 7 of the rotary backward
-    before it (H100, session 45's ``thunder_llama_20`` and ``thunder_llama_15``). Where an op
-    reads it (Phi-3's pad of it into the stacked q, k, v gradient), that op's kernel reads the
-    input through the reshape (``thunder_phi3_18``: one kernel)."""
-    if node.op != "reshape" or node.opaque or not _read_by_views_alone(fusion, node.outputs[0]):
-        return False
-    arg = node.arg("arg")
-    order = view_order(fusion.producer, arg)
-    if order is None or order == sorted(order):
-        return False
+def copying_reshapes(fusion: Any, extents: dict | None = None) -> set[int]:
+    """The reshapes of ``fusion`` that copy (their results' value ids): a reshape of a fusion
+    input laid out otherwise than row-major (through permutes and stride orders,
+    :func:`view_order`) that merges dims not next to each other in memory
+    (:func:`merges_apart`), where only views and outputs read the result. No strides view it,
+    so nvFuser writes it, in a pointwise kernel of its own. ``extents``: label -> extent beyond
+    the fusion's static ones (the inputs' sizes). Llama's rotary backward, as Thunder writes
+    it, flattens k's permuted input gradient [b, s, kv heads, d] to [b, s, kv heads * d] as an
+    output: one kernel of its 3, and of the 7 of the rotary backward before it (H100, session
+    45's ``thunder_llama_20`` and ``thunder_llama_15``). Where an op reads it (Phi-3's pad of
+    it into the stacked q, k, v gradient), that op's kernel reads the input through the
+    reshape (``thunder_phi3_18``: one kernel). One pass over the nodes each way."""
+    orders: dict[int, list[int]] = {}
+    for node in fusion.nodes:
+        if node.opaque:
+            continue
+        if node.op == "define_tensor":
+            orders[node.outputs[0]] = allocation_order(node.arg("stride_order"), len(node.arg("shape")))
+        elif node.op in _ORDER_VIEWS and node.arg("arg").id in orders:
+            have = _order_after(node, orders[node.arg("arg").id])
+            if have is not None:
+                orders[node.outputs[0]] = have
+    views_only: dict[int, bool] = {}  # value -> read by views alone, and their results likewise
+    for node in reversed(fusion.nodes):
+        for v in node.outputs:
+            views_only[v] = all(
+                r.op in VIEW_OPS and not r.opaque and all(views_only.get(o, False) for o in r.outputs)
+                for r in fusion.readers.get(v, ())
+            )
     types = fusion.types
-    old, new = types.of.get(arg.id), types.of.get(node.outputs[0])
-    if getattr(old, "dims", None) is None or getattr(new, "dims", None) is None:
-        return False
     known = {**{k: v for k, v in types.extents.items() if v is not None}, **(extents or {})}
 
     def extent(d):
         return 1 if d.broadcast and known.get(d.label) == 1 else known.get(d.label)
 
-    return merges_apart(order, [extent(d) for d in old.dims], [extent(d) for d in new.dims])
-
-
-def _read_by_views_alone(fusion: Any, vid: int) -> bool:
-    """Whether value ``vid`` is read by view ops alone, and their results likewise (an output,
-    or views that make outputs)."""
-    readers = fusion.readers
-    todo = [vid]
-    while todo:
-        for n in readers.get(todo.pop(), ()):
-            if n.op not in VIEW_OPS:
-                return False
-            todo.extend(n.outputs)
-    return True
+    out = set()
+    for node in fusion.nodes:
+        if node.op != "reshape" or node.opaque or not views_only.get(node.outputs[0]):
+            continue
+        order = orders.get(node.arg("arg").id)
+        if order is None or order == sorted(order):
+            continue
+        old, new = types.of.get(node.arg("arg").id), types.of.get(node.outputs[0])
+        if getattr(old, "dims", None) is None or getattr(new, "dims", None) is None:
+            continue
+        if merges_apart(order, [extent(d) for d in old.dims], [extent(d) for d in new.dims]):
+            out.add(node.outputs[0])
+    return out
 
 
 def _asked(node: Any, rank: int) -> list[int]:
@@ -266,7 +285,10 @@ def alias_output_sources(fusion: Any) -> set[int]:
     cast to the dtype its input has is one of those views: nvFuser's ``castOp`` makes it a
     ``set`` (csrc/ops/arith.cpp)."""
     producer = fusion.producer
-    is_view = lambda node: _is_view(fusion, node) or _is_set(fusion, node)
+    copies = copying_reshapes(fusion)
+    is_view = lambda node: (
+        (_is_view(producer, node) and node.outputs[0] not in copies) or _is_set(fusion, node)
+    )
     sources = set()
     for out in fusion.outputs:
         if out.alias_input is not None:
@@ -281,10 +303,10 @@ def alias_output_sources(fusion: Any) -> set[int]:
     return sources
 
 
-def _is_view(fusion: Any, node: Any) -> bool:
-    if node is None or node.opaque or (node.op == "reshape" and reshape_copies(fusion, node)):
+def _is_view(producer: dict, node: Any) -> bool:
+    if node is None or node.opaque:
         return False
-    return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(fusion.producer, node))
+    return node.op in VIEW_OPS or (node.op == "stride_order" and lays_out_as_is(producer, node))
 
 
 def _is_set(fusion: Any, node: Any) -> bool:
