@@ -107,8 +107,9 @@ def cudnn_takes(
 def grouped_heads_work(device: int = 0) -> bool:
     """Whether this torch's cuDNN attention takes keys and values with fewer heads than the
     query on GPU ``device``, forward and backward, and computes what repeating them to every
-    head computes (checked once per device against torch's math attention, on 2 query heads
-    reading 1 key-value head)."""
+    head computes (checked once per device against torch's math attention, on 4 query heads
+    reading 2 key-value heads: query heads 0 and 1 read the first, as ``repeat_kv`` repeats
+    them, not 0 and 2)."""
     if device not in _GROUPED_WORK:
         _GROUPED_WORK[device] = _check_grouped_heads(device)
     return _GROUPED_WORK[device]
@@ -122,7 +123,7 @@ def _check_grouped_heads(device: int) -> bool:
         gen = torch.Generator(device=f"cuda:{device}").manual_seed(0)
         q, k, v, g = (
             torch.randn(1, h, 128, 64, device=f"cuda:{device}", dtype=torch.bfloat16, generator=gen)
-            for h in (2, 1, 1, 2)
+            for h in (4, 2, 2, 4)
         )
         out, lse, seed, offset = forward_impl(q, k, v, None, 0.0, True, None, count=False)
         dq, dk, dv = backward_impl(g, q, k, v, None, out, lse, seed, offset, 0.0, True, None, count=False)
