@@ -875,3 +875,21 @@ def test_a_column_major_input_flattened_after_thousands_of_permutes_is_one_copy_
 
     x = torch.randn(32, 64).t().to("meta")
     assert len(eqsat.estimate_fusion(fusion, [x]).kernels) == 1
+
+
+def test_a_copying_reshape_costs_the_same_with_symbolic_extents_as_with_static_ones():
+    """Which reshapes copy is decided once, at the encoding's extents (the inputs' where the
+    definition's are symbolic), for the kernels and for the host's alias segments alike: a
+    symbolic definition is not charged an alias segment on top of the copy kernel."""
+
+    def flattened(shape):
+        def fusion(fd):
+            x = fd.define_tensor(shape=shape, contiguity=[True] * 4, dtype=eqsat.DataType.BFloat16)
+            fd.add_output(fd.ops.reshape(fd.ops.permute(x, dims=[0, 2, 1, 3]), new_shape=[2, 64, 128]))
+
+        return fusion
+
+    x = torch.randn(2, 4, 64, 32, dtype=torch.bfloat16).to("meta")
+    static, symbolic = (eqsat.estimate_fusion(flattened(s), [x]) for s in ([2, 4, 64, 32], [-1] * 4))
+    assert len(static.kernels) == len(symbolic.kernels) == 1
+    assert symbolic.time_us == static.time_us

@@ -8,7 +8,6 @@ are the fusion's outputs), which lowering rebuilds in their original layout.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
@@ -56,6 +55,9 @@ class Encoding:
     # root terms whose data nothing reads: only a shape query (``fd.ops.shape``) kept as a
     # boundary reads them (their extents, not their elements), so no kernel writes them
     shape_only: set[int] = field(default_factory=set)
+    # the results of the reshapes that copy (``layout.copying_reshapes``, at the encoding's
+    # extents): kept ops linked as "copy", and no alias segment of an output's views
+    copying_reshapes: set[int] = field(default_factory=set)
     skipped: str | None = None  # why nothing was encoded
 
     @property
@@ -98,7 +100,7 @@ class _Encoder:
         self.f = fusion
         self.types: Types = fusion.types
         self.extents = {**{k: v for k, v in self.types.extents.items() if v is not None}, **(extents or {})}
-        self.enc = Encoding(fusion)
+        self.enc = Encoding(fusion, copying_reshapes=layout.copying_reshapes(fusion, self.extents))
         self.g = self.enc.graph
         self.depths: list[int] = []  # term id -> longest path from a leaf (known_facts)
         self.deferred: dict[int, Node] = {}  # zero pads read by takes alone so far: output -> pad
@@ -373,14 +375,9 @@ class _Encoder:
             return OPAQUE
         if node.op == "stride_order" and not layout.lays_out_as_is(self.f.producer, node):
             return COPY
-        if node.op == "reshape" and node.outputs[0] in self.copying_reshapes:
+        if node.op == "reshape" and node.outputs[0] in self.enc.copying_reshapes:
             return COPY
         return node.op
-
-    @functools.cached_property
-    def copying_reshapes(self) -> set[int]:
-        """The results of the fusion's reshapes that copy (``layout.copying_reshapes``)."""
-        return layout.copying_reshapes(self.f, self.extents)
 
     def depth(self, tid: int) -> int:
         """The longest path from a leaf to term ``tid`` (kids precede their parents)."""
@@ -470,6 +467,6 @@ def encode(fusion: Fusion, extents: dict[int, int] | None = None) -> Encoding:
     try:
         return _Encoder(fusion, extents).run()
     except NotEncodable as err:
-        enc = Encoding(fusion, skipped=str(err))
+        enc = Encoding(fusion, skipped=str(err), copying_reshapes=layout.copying_reshapes(fusion, extents))
         enc.boundaries = list(fusion.nodes)
         return enc

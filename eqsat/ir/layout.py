@@ -276,16 +276,18 @@ def _asked(node: Any, rank: int) -> list[int]:
 VIEW_OPS = frozenset({"reshape", "permute", "slice", "broadcast", "broadcast_in_dim", "squeeze", "expand"})
 
 
-def alias_output_sources(fusion: Any) -> set[int]:
+def alias_output_sources(fusion: Any, copies: set[int] | None = None) -> set[int]:
     """The values that fusion outputs view: for each output made by a chain of view ops, the
     value the chain starts from (an input, or the first value computed). nvFuser's
     MarkAliasesPreparePass puts a ``segment_set`` after each such value, and its expression
     evaluator runs the views behind it as a segment of their own, on the host: no kernel, a
     segment's host cost. (Outputs written into an input, ``alias_input``, are not views.) A
     cast to the dtype its input has is one of those views: nvFuser's ``castOp`` makes it a
-    ``set`` (csrc/ops/arith.cpp)."""
+    ``set`` (csrc/ops/arith.cpp). A reshape that copies (``copies``, the encoding's
+    :func:`copying_reshapes`; found here at the static extents where not given) is none:
+    a kernel writes it."""
     producer = fusion.producer
-    copies = copying_reshapes(fusion)
+    copies = copying_reshapes(fusion) if copies is None else copies
     is_view = lambda node: (
         (_is_view(producer, node) and node.outputs[0] not in copies) or _is_set(fusion, node)
     )

@@ -180,7 +180,7 @@ def _model(
         aliased=aliased,
         inner={cls[t]: b for t, b in inner.items()},
         alloc_inner={cls[t]: b for t, b in enc.alloc_inner.items()},
-        alias_segments=len(alias_output_sources(fusion)),
+        alias_segments=len(alias_output_sources(fusion, enc.copying_reshapes)),
         output_count=len(fusion.outputs),
         shape_only={cls[t] for t in enc.shape_only},
         recompute=recompute,
