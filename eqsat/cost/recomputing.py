@@ -60,9 +60,7 @@ class Recomputing:
                 continue
             users, readers = self.consumers.get(k, ()), self.consumers.get(n, ())
             if indexed(k) or (
-                len(users) == 1
-                and len(readers) > 1
-                and all(self._same_space(c, n) or self._broadcast_over(c, n) for c in readers)
+                len(users) == 1 and len(readers) > 1 and all(self._iterates_over(c, n) for c in readers)
             ):
                 out[n] = k
         return out
@@ -111,20 +109,12 @@ class Recomputing:
         node = self.nodes[n]
         return node.op == "Cast" and len(node.kids) == 1 and self.nodes[node.kids[0]].dtype == node.dtype
 
-    def _broadcast_over(self, c, n) -> bool:
-        """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over more
-        labels than ``n`` has, ``n``'s among them (``n`` broadcast into its space)."""
-        node, labels = self.nodes[c], self.nodes[n].labels
-        if isinstance(node.op, Kept):
-            return False
-        space = self.model.space(self.nodes, c)
-        return space & labels == labels and space != labels
-
-    def _same_space(self, c, n) -> bool:
+    def _iterates_over(self, c, n) -> bool:
         """Whether node ``c``, a reader of ``n``, is an op of the e-graph iterating over
-        ``n``'s labels (a reduction of it, or elementwise over them)."""
-        node = self.nodes[c]
-        return not isinstance(node.op, Kept) and self.model.space(self.nodes, c) == self.nodes[n].labels
+        ``n``'s labels: a reduction of it, an elementwise op over them, or over more labels
+        than ``n`` has (``n`` broadcast into its space)."""
+        node, labels = self.nodes[c], self.nodes[n].labels
+        return not isinstance(node.op, Kept) and self.model.space(self.nodes, c) & labels == labels
 
     def recomputed_chains(self, segments: list[Segment]) -> dict[int, set[int]]:
         """Values that a kernel, rather than read them from the kernel that wrote them, can
