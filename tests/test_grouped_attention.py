@@ -4,17 +4,11 @@ reads of Thunder's BoundSymbols (``sym.id``/``sym.name``, ``args``, ``kwargs``, 
 proxies (``name``, ``shape``); tests/test_thunder_grouped_attention.py runs the real thing on
 the GPU against eager PyTorch."""
 
-import importlib.util
-import pathlib
 from types import SimpleNamespace
 
 import pytest
 
-# the module imports nothing of Thunder's: load it without eqsat.thunder (which needs Thunder)
-_PATH = pathlib.Path(__file__).resolve().parent.parent / "eqsat" / "thunder" / "grouped_attention.py"
-_SPEC = importlib.util.spec_from_file_location("grouped_attention", _PATH)
-ga = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(ga)
+import eqsat.thunder.grouped_attention as ga
 
 B, HK, S, D = 2, 4, 128, 64
 ALL = slice(None)
