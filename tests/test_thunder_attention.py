@@ -16,7 +16,7 @@ import copy
 
 import pytest
 import torch
-from thunder_gpu import off_from_eager, thunder_on_gpu
+from thunder_gpu import off_from_eager, thunder_on_gpu, training_step
 
 try:
     import eqsat.thunder as et
@@ -50,12 +50,6 @@ def _model(transformers):
     return model, lambda m: m(input_ids=ids, labels=ids).loss
 
 
-def _step(model, loss_fn):
-    loss = loss_fn(model)
-    loss.backward()
-    return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_eqsat, ran", [(False, "masked"), (True, "causal")])
 def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_the_mask(with_eqsat, ran):
@@ -65,13 +59,13 @@ def test_a_training_step_runs_attention_on_cudnn_and_causal_where_eqsat_marks_th
     from eqsat.thunder.cudnn_attention import CALLS
 
     model, loss_fn = _model(transformers)
-    want_loss, want_grads = _step(copy.deepcopy(model).float(), loss_fn)
+    want_loss, want_grads = training_step(copy.deepcopy(model).float(), loss_fn)
     transforms = [et.Optimize()] if with_eqsat else []
     executors = et.executors()
     torch._dynamo.reset()
     CALLS.clear()
     compiled = torch.compile(model, backend=ThunderCompiler(transforms=transforms, executors=executors))
-    loss, grads = _step(compiled, loss_fn)
+    loss, grads = training_step(compiled, loss_fn)
     torch.cuda.synchronize()
     # both layers' attention, forward and backward (the forward's mask, saved detached)
     assert dict(CALLS) == {f"forward {ran}": 2, f"backward {ran}": 2}, dict(CALLS)

@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from thunder_gpu import off_from_eager, thunder_on_gpu
+from thunder_gpu import off_from_eager, thunder_on_gpu, training_step
 
 try:
     import eqsat.thunder as et
@@ -62,12 +62,6 @@ class Model(torch.nn.Module):
         return x.float().pow(2).mean()
 
 
-def _step(model, x):
-    loss = model(x)
-    loss.backward()
-    return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_eqsat", [True, False])
 def test_grouped_query_attention_runs_on_the_key_value_heads_as_they_are_under_optimize(with_eqsat):
@@ -77,11 +71,11 @@ def test_grouped_query_attention_runs_on_the_key_value_heads_as_they_are_under_o
     torch.manual_seed(0)
     model = Model().to("cuda", torch.bfloat16)
     x = torch.randn(BATCH, SEQ, DIM, device="cuda", dtype=torch.bfloat16)
-    want_loss, want_grads = _step(copy.deepcopy(model).float(), x.float())
+    want_loss, want_grads = training_step(copy.deepcopy(model).float(), lambda m: m(x.float()))
     transforms = [et.Optimize(grouped_attention=True)] if with_eqsat else []
     CALLS.clear()
     jitted = thunder.jit(model, transforms=transforms, executors=et.executors())
-    loss, grads = _step(jitted, x)
+    loss, grads = training_step(jitted, lambda m: m(x))
     torch.cuda.synchronize()
     assert grouped_heads_work(), "this GPU's cuDNN attention does not take grouped keys and values"
     grouped = {k: v for k, v in CALLS.items() if k.endswith("grouped")}
@@ -139,11 +133,11 @@ def test_without_a_gpu_thunders_step_on_the_groups_matches_eager_and_saves_the_g
     torch.manual_seed(0)
     model = Model().to(torch.bfloat16)
     x = torch.randn(BATCH, 64, DIM, dtype=torch.bfloat16)
-    want_loss, want_grads = _step(copy.deepcopy(model).float(), x.float())
+    want_loss, want_grads = training_step(copy.deepcopy(model).float(), lambda m: m(x.float()))
     opt = et.Optimize(grouped_attention=True)
     ca.CALLS.clear()
     jitted = thunder.jit(model, transforms=[opt], executors=et.executors())
-    loss, grads = _step(jitted, x)
+    loss, grads = training_step(jitted, lambda m: m(x))
     assert {k: v for k, v in ca.CALLS.items() if k.endswith("grouped")} == {
         "forward grouped": 2,
         "backward grouped": 2,

@@ -28,6 +28,14 @@ def thunder_on_gpu(*, capability: tuple[int, int] | None = None, nvfuser: bool =
 LOSS_RTOL, GRAD_RTOL, GRAD_FLOOR = 1e-2, 0.05, 0.01
 
 
+def training_step(model, loss_fn) -> tuple[float, dict]:
+    """One step's loss (``loss_fn(model)``, backward run) and its gradients by parameter name,
+    in float64, for :func:`off_from_eager`."""
+    loss = loss_fn(model)
+    loss.backward()
+    return float(loss), {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
+
+
 def off_from_eager(loss: float, grads: dict, want_loss: float, want_grads: dict) -> dict:
     """Where a step's loss and gradients (by parameter name) deviate from eager's: the loss by
     more than LOSS_RTOL, a gradient by more than GRAD_RTOL of its norm plus GRAD_FLOOR of the
